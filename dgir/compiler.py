@@ -1,0 +1,177 @@
+"""dgir.compile: operator -> tile IR -> passes -> PTX -> cubin (+ SASS, resources), with dumps."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .env import env
+from .ir import Node
+from .ops import OpError, get_operator
+from .parser import parse_header, parse_ir
+from .pipeline import PassEvent, identity, pipeline, run_pipeline
+from .printer import print_ir
+
+
+@dataclass
+class CompileResult:
+    """What `dgir.compile` returns.
+
+    op, dims, config   the operator, the dimensions asked for, the chosen tile config
+    name               the kernel's entry name
+    stages             [(stem, Node)]: the IR after the lowering ("00_lower_gemm") and each pass
+    ir                 the final IR (the one the emitter read)
+    ptx, cubin, sass   emitter output, ptxas output, nvdisasm listing (sass is "" if nvdisasm is absent)
+    resources          ptxas -v report: registers, spills, shared memory, ...
+    warnings           ptxas warnings (e.g. serialised wgmma) - treated as emitter bugs in tests
+    timings            seconds per stage (lowering, each pass, emit, ptxas, nvdisasm)
+    dump_dir           the directory written when dump_dir was given
+    cache_key          hash of IR text, pipeline identity and toolchain: the kernel cache key
+    """
+    op: str
+    dims: dict
+    config: object
+    name: str
+    target: str
+    stages: list = field(default_factory=list)
+    ir: Node | None = None
+    ptx: str = ""
+    cubin: bytes = b""
+    sass: str = ""
+    resources: object = None
+    warnings: list = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+    dump_dir: Path | None = None
+    cache_key: str = ""
+    pipeline_id: str = ""
+
+    def stage(self, name: str) -> Node:
+        """IR after the named pass (or stem like '03_interleave_ffma')."""
+        for stem, k in self.stages:
+            if stem == name or stem.split("_", 1)[1] == name:
+                return k
+        raise KeyError(f"no stage {name!r}; stages: {[s for s, _ in self.stages]}")
+
+    def summary(self) -> str:
+        cfg = self.config
+        lines = [f"kernel   {self.name}  (target {self.target})"]
+        if cfg is not None:
+            lines.append("config   " + ", ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+        lines.append("stages   " + "  ".join(s for s, _ in self.stages))
+        if self.resources is not None:
+            r = self.resources
+            lines.append(f"ptxas    {r.registers} registers, {r.spill_stores} B spill stores, "
+                         f"{r.spill_loads} B spill loads, {self.ir.get('smem_bytes')} B dynamic smem")
+        for w in self.warnings:
+            lines.append(f"warning  {w}")
+        t = self.timings
+        lines.append("time     " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in t.items()))
+        if self.dump_dir:
+            lines.append(f"dumps    {self.dump_dir}")
+        return "\n".join(lines)
+
+
+def _dump_name(op: str, dims: dict, compiled: tuple, cfg_key: str) -> str:
+    return "_".join([op] + [f"{d}{dims[d]}" for d in compiled] + [cfg_key])
+
+
+def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | None = None,
+            passes: list | None = None, assemble: bool = True, verify: bool | None = None,
+            config=None, from_ir: str | os.PathLike | None = None, **dims) -> CompileResult:
+    """Compile operator `op` for `target`.
+
+    dims: the operator's dimensions (fp8_gemm_nt: m, n, k; m only steers the config choice).
+    passes: run exactly this list instead of the target pipeline.  dump_dir: write one numbered
+    .dgir per stage plus .ptx/.cubin/.sass/resources.txt under dump_dir/<kernel>/.  from_ir: resume
+    from a (hand-edited) dump file; the passes after its pipeline position run.
+    """
+    t_start = time.perf_counter()
+    operator = get_operator(op)
+    missing = [d for d in operator.dims if d not in dims]
+    unknown = [d for d in dims if d not in operator.dims]
+    if missing or unknown:
+        raise OpError(f"{op} takes dimensions {', '.join(operator.dims)}"
+                      + (f"; missing {', '.join(missing)}" if missing else "")
+                      + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    operator.check(**dims)
+    if target != "sm90a":
+        from .emitters import ascendc  # noqa: F401  (the Ascend path registers its own compile)
+        raise OpError(f"target {target!r}: the Ascend pipeline is not available yet for {op}")
+    verify = env().verify if verify is None else verify
+    timings: dict[str, float] = {}
+    cfg = config or operator.choose_config(**dims)
+    full = pipeline(target) if passes is None else list(passes)
+    t0 = time.perf_counter()
+    start_seq, lowering_name = 0, "lower_gemm"
+    if from_ir is not None:
+        text = Path(from_ir).read_text()
+        kernel = parse_ir(text)
+        pos = parse_header(text).get("position", "00_x")
+        start_seq = int(pos.split("_", 1)[0]) if pos[:2].isdigit() else 0
+        done = pos.split("_", 1)[1] if "_" in pos else ""
+        names = [p.name for p in full]
+        full = full[names.index(done) + 1:] if done in names else full
+    else:
+        kernel = operator.lower(cfg)
+    timings["lower"] = time.perf_counter() - t0
+
+    stages: list = []
+    listeners = [lambda ev: stages.append((ev.stem, ev.after)),
+                 lambda ev: timings.__setitem__(ev.stem, ev.seconds) if ev.seq else None]
+    if from_ir is not None:
+        stages.append((Path(from_ir).stem, kernel))
+    final = run_pipeline(kernel, full, listeners, verify_each=verify, lowering_name=lowering_name,
+                         start_seq=start_seq if from_ir else 0)
+    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target, stages=stages,
+                        ir=final, timings=timings, pipeline_id=identity(full))
+
+    from .emitters.ptx import emit_ptx
+    t0 = time.perf_counter()
+    res.ptx = emit_ptx(final)
+    timings["emit"] = time.perf_counter() - t0
+    if assemble:
+        from . import toolchain
+        t0 = time.perf_counter()
+        asm = toolchain.assemble(res.ptx)
+        timings["ptxas"] = time.perf_counter() - t0
+        res.cubin, res.resources, res.warnings = asm.cubin, asm.resources, asm.warnings
+        if dump_dir is not None or env().jit_dump_sass:
+            t0 = time.perf_counter()
+            try:
+                res.sass = toolchain.disassemble(res.cubin)
+            except toolchain.ToolchainError as e:
+                res.sass = f"// nvdisasm unavailable: {e}\n"
+            timings["nvdisasm"] = time.perf_counter() - t0
+    res.cache_key = hashlib.sha256("\n".join([print_ir(final), res.pipeline_id]).encode()).hexdigest()
+    timings["total"] = time.perf_counter() - t_start
+    if dump_dir is not None:
+        res.dump_dir = write_dumps(res, Path(dump_dir), _dump_name(op, dims, operator.compiled_dims, cfg.key()))
+    return res
+
+
+def write_dumps(res: CompileResult, root: Path, name: str) -> Path:
+    """Write every stage into a temp directory and move it into place: never a partial dump."""
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
+    for stem, k in res.stages:
+        (tmp / f"{stem}.dgir").write_text(print_ir(k, res.target, stem))
+    (tmp / "kernel.ptx").write_text(res.ptx)
+    if res.cubin:
+        (tmp / "kernel.cubin").write_bytes(res.cubin)
+    if res.sass:
+        (tmp / "kernel.sass").write_text(res.sass)
+    if res.resources is not None:
+        r = res.resources
+        (tmp / "resources.txt").write_text(
+            f"registers {r.registers}\nspill_stores {r.spill_stores}\nspill_loads {r.spill_loads}\n"
+            f"stack_bytes {r.stack_bytes}\nsmem_static {r.smem_static}\nsmem_dynamic {res.ir.get('smem_bytes')}\n"
+            + "".join(f"warning {w}\n" for w in res.warnings))
+    final = root / name
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    return final

@@ -1,0 +1,212 @@
+"""The tile IR: one immutable node type with an op enum.
+
+A kernel is a tree of `Node`s.  Structured ops (kernel, warpgroup, for, if) hold a body; every
+other op is a leaf that names its operands.  Buffers (params, shared-memory rings, register tiles,
+channels) are named nodes declared at kernel level and referred to by name; scalars are SSA values.
+Register tiles are mutable (like TileLang buffers), which keeps loops free of phi nodes and keeps the
+IR close to what the warpgroup actually holds.
+
+Schedule data (`stage`, `order`, `latency`, `role`) lives in `attrs`: scheduling passes write it,
+lowering passes and emitters read it.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator, Mapping
+
+FORMAT_VERSION = 1
+
+
+class DType(enum.Enum):
+    """Element types.  `bits` is the storage width; e2m1 packs two per byte."""
+    e4m3 = 8
+    e5m2 = 8
+    e2m1 = 4
+    ue8m0 = 8
+    bf16 = 16
+    f16 = 16
+    f32 = 32
+    i32 = 32
+    u32 = 32
+    u64 = 64
+    pred = 1
+
+    def __new__(cls, bits):  # several members share a width: give each its own value
+        obj = object.__new__(cls)
+        obj._value_ = len(cls.__members__)
+        obj.bits = bits
+        return obj
+
+    @property
+    def nbytes(self) -> float:
+        return self.bits / 8
+
+
+class Op(enum.Enum):
+    """Every operation the tile IR knows.  The value is the spelling in the text format."""
+    # structure
+    KERNEL = "kernel"            # attrs: op, dims, config; body: declarations then warpgroup regions
+    PARAM = "param"              # a kernel argument (tensor in global memory); attrs: layout
+    SMEM = "smem"                # shared-memory buffer, optionally a ring of `stages` slots
+    REGS = "regs"                # register tile, private to each executing warpgroup
+    CHANNEL = "channel"          # ring slot protocol over smem buffers: full/empty barriers
+    WARPGROUP = "warpgroup"      # region executed by the warpgroups in attrs.ids
+    FOR = "for"                  # args: start, stop, step; name = induction variable
+    IF = "if"                    # args: predicate
+    # scalars (SSA)
+    CONST = "const"
+    SREG = "sreg"                # special register: block_id / grid_size
+    DIM = "dim"                  # runtime extent of a param dimension (M)
+    ADD = "add"
+    SUB = "sub"
+    MUL = "mul"
+    DIV = "div"
+    MOD = "mod"
+    MIN = "min"
+    LT = "lt"
+    CEILDIV = "ceildiv"
+    TILE_M = "tile_m"            # tile index -> m block (scheduler in attrs)
+    TILE_N = "tile_n"            # tile index -> n block
+    # channel protocol (lowered to mbarriers by the emitter)
+    ACQUIRE = "acquire"          # producer: wait until slot (counter % stages) is empty
+    COMMIT = "commit"            # producer: the slot's bytes are in flight, arrive on full
+    WAIT = "wait"                # consumer: wait until slot is full
+    RELEASE = "release"          # consumer: done reading slot, arrive on empty
+    # memory
+    PREFETCH_TMAP = "prefetch_tmap"
+    TMA_LOAD = "tma_load"        # args: channel, counter, ring, param, coords (innermost first)
+    LOAD_SCALE = "load_scale"    # scalar f32 from global (B scales); args: param, row, col
+    TMA_STORE = "tma_store"      # args: param, smem, coords
+    TMA_STORE_WAIT = "tma_store_wait"
+    SMEM_READ = "smem_read"      # register tile <- this warpgroup's rows of a ring slot (scales)
+    STAGE_OUT = "stage_out"      # convert a register tile and write it to the smem staging tile
+    SYNC = "sync"                # named barrier among the warpgroups of the region
+    # math
+    ZERO = "zero"
+    WGMMA = "wgmma"              # args: acc, a ring, b ring, counter; attrs: n, k, scale_d
+    WGMMA_WAIT = "wgmma_wait"    # attrs: pending
+    PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa ring, counter, sb0, sb1, n0
+    MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
+    SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
+
+
+STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}
+DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL}
+SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT,
+              Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE}
+ROLES = ("load", "mma", "store", "other")
+
+
+@dataclass(frozen=True)
+class Type:
+    """dtype[shape]; a shape entry is an int or a symbol (runtime extent, e.g. "M")."""
+    dtype: DType
+    shape: tuple = ()
+
+    def __str__(self):
+        if not self.shape:
+            return self.dtype.name
+        return f"{self.dtype.name}[{', '.join(str(d) for d in self.shape)}]"
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            if not isinstance(d, int):
+                raise ValueError(f"{self} has a symbolic extent")
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.numel * self.dtype.bits) // 8
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+@dataclass(frozen=True)
+class Node:
+    """One IR operation.  Immutable and hashable; equality is structural, attributes included."""
+    op: Op
+    name: str = ""                      # result / declared name (printed with a leading %)
+    args: tuple = ()                    # str = reference to a name, int/float = literal
+    type: Type | None = None
+    attrs: tuple = ()                   # sorted (key, value) pairs
+    body: tuple = ()                    # child nodes of structured ops
+
+    def __post_init__(self):
+        if isinstance(self.attrs, Mapping):
+            object.__setattr__(self, "attrs", tuple(sorted((k, _freeze(v)) for k, v in self.attrs.items())))
+        object.__setattr__(self, "args", tuple(self.args))
+        object.__setattr__(self, "body", tuple(self.body))
+
+    # --- attributes -------------------------------------------------------------------------
+    @property
+    def a(self) -> dict:
+        return dict(self.attrs)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        for k, v in self.attrs:
+            if k == key:
+                return v
+        return default
+
+    def with_attrs(self, **kw) -> "Node":
+        d = self.a
+        for k, v in kw.items():
+            if v is None:
+                d.pop(k, None)
+            else:
+                d[k] = v
+        return replace(self, attrs=d)
+
+    def with_body(self, body) -> "Node":
+        return replace(self, body=tuple(body))
+
+    @property
+    def role(self) -> str | None:
+        return self.get("role")
+
+    # --- traversal --------------------------------------------------------------------------
+    def walk(self) -> Iterator["Node"]:
+        yield self
+        for c in self.body:
+            yield from c.walk()
+
+    def find(self, op: Op) -> list["Node"]:
+        return [n for n in self.walk() if n.op is op]
+
+    def decl(self, name: str) -> "Node":
+        """Kernel-level declaration by name."""
+        for n in self.body:
+            if n.name == name and n.op in DECLS:
+                return n
+        raise KeyError(name)
+
+    def __repr__(self):
+        from .printer import print_node
+        return print_node(self)
+
+
+Kernel = Node  # a kernel is the Node whose op is Op.KERNEL
+
+
+def node(op: Op, name: str = "", *args, type: Type | None = None, body=(), **attrs) -> Node:
+    return Node(op, name, tuple(args), type, attrs, tuple(body))
+
+
+def map_bodies(n: Node, fn) -> Node:
+    """Rebuild `n` bottom-up, replacing each body by fn(parent, new_body)."""
+    if not n.body:
+        return n
+    new = tuple(map_bodies(c, fn) for c in n.body)
+    return n.with_body(fn(n, new))
+
+
+def warpgroups(kernel: Node) -> list[Node]:
+    return [n for n in kernel.body if n.op is Op.WARPGROUP]

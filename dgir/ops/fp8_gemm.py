@@ -1,0 +1,206 @@
+"""fp8_gemm_nt: D[M, N] (bf16) = (A[M, K] * SFA) @ (B[N, K] * SFB)^T, DeepGEMM's SM90 1D2D recipe.
+
+A, B are e4m3 and K-major.  SFA is f32 per (row, 128-wide K block), stored MN-major as
+[ceil(K/128), align(M, 4)] (DeepGEMM's TMA-aligned layout); SFB is f32 per 128x128 block of B,
+[ceil(N/128), ceil(K/128)].  N, K and the tile config are compiled in; M is read at run time.
+
+The lowered IR states the algorithm, not the Hopper tricks: the mma role issues one
+`mma_scaled` per 128-wide K block (acc += (A_blk @ B_blk^T) * sfa[row] * sfb[n block]).  The passes
+turn that into tensor-core MMAs into a partial accumulator plus FP32 promotion, pipeline it and
+place the promotion FFMAs (passes/promote_scales.py, passes/interleave_ffma.py, ...).
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass
+
+from ..builder import Builder
+from ..ir import DType, Node, Op, Type
+from . import OpError, Operator, register_operator
+
+BLOCK_K = 128                    # one FP8 scale block along K
+SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
+NUM_SMS = 132                    # H200
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def align(a: int, b: int) -> int:
+    return ceil_div(a, b) * b
+
+
+@dataclass(frozen=True)
+class Fp8GemmConfig:
+    n: int
+    k: int
+    block_m: int = 128           # 64 per math warpgroup
+    block_n: int = 128           # multiple of 8, wgmma N
+    stages: int = 4
+    num_sms: int = NUM_SMS
+    swizzle_group: int = 16      # m blocks per L2 band of the persistent tile order
+
+    @property
+    def math_wgs(self) -> int:
+        return self.block_m // 64
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.math_wgs + 1)
+
+    @property
+    def k_blocks(self) -> int:
+        return ceil_div(self.k, BLOCK_K)
+
+    @property
+    def n_blocks(self) -> int:
+        return ceil_div(self.n, self.block_n)
+
+    def key(self) -> str:
+        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:8]
+
+    def kernel_name(self) -> str:
+        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
+
+
+def stage_bytes(block_m: int, block_n: int) -> int:
+    return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128)
+
+
+def max_stages(block_m: int, block_n: int) -> int:
+    fixed = align(block_m * block_n * 2, 1024) + 1024 + 2 * 16 * 8   # D staging, align slack, barriers
+    return min((SMEM_LIMIT - fixed) // stage_bytes(block_m, block_n), 8)
+
+
+def check(m: int, n: int, k: int) -> None:
+    for dim, v in (("m", m), ("n", n), ("k", k)):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise OpError(f"fp8_gemm_nt: {dim} must be an int, got {v!r}")
+    if m < 0:
+        raise OpError(f"fp8_gemm_nt: m must be >= 0, got {m}")
+    if n <= 0 or n % 8:
+        raise OpError(f"fp8_gemm_nt: n must be a positive multiple of 8 (the bf16 D row must be 16-byte aligned for TMA), got {n}")
+    if k <= 0 or k % 16:
+        raise OpError(f"fp8_gemm_nt: k must be a positive multiple of 16 (e4m3 rows must be 16-byte aligned for TMA), got {k}")
+
+
+def legal_block_ns(n: int) -> list[int]:
+    """wgmma N in steps of 8; above 128 only sizes whose B-scale split is regular (DeepGEMM's rule)."""
+    out = []
+    for bn in range(16, 193, 8):
+        if bn > 128 and not (bn % (bn - 128) == 0 or 128 % (bn - 128) == 0):
+            continue
+        out.append(bn)
+    return out
+
+
+def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
+    """DeepGEMM-style choice: minimise modelled cycles = bytes moved per SM / wave efficiency."""
+    check(m, n, k)
+    best = None
+    for bm in (64, 128):
+        if bm == 128 and m <= 64:
+            continue
+        for bn in legal_block_ns(n):
+            stages = max_stages(bm, bn)
+            if stages < 3:
+                continue
+            tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
+            waves = ceil_div(tiles, num_sms)
+            eff = tiles / (waves * num_sms)
+            per_tile_bytes = k * (bm + bn) + bm * bn * 2
+            cost = waves * per_tile_bytes / eff ** 0.5 + waves * bm * bn * k / 4096
+            key = (cost, -bn)
+            if best is None or key < best[0]:
+                best = (key, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms))
+    return best[1]
+
+
+def lower(cfg: Fp8GemmConfig) -> Node:
+    """Build the tile IR: one TMA producer warpgroup, `math_wgs` math warpgroups that also store."""
+    BM, BN, S, nkb = cfg.block_m, cfg.block_n, cfg.stages, cfg.k_blocks
+    decl = Builder()
+    decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128)
+    decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
+    decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0)
+    decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
+    decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=(BN, 64), swizzle=0)
+    decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
+    decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
+    decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
+    decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
+    decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs)
+    decl.emit(Op.REGS, "acc", type=Type(DType.f32, (64, BN)))
+    decl.emit(Op.REGS, "sfa", type=Type(DType.f32, (64,)))
+
+    def tile_loop(b: Builder, role: str):
+        """Persistent tile loop shared by both roles; yields (m0, n0, kb-counter base)."""
+        bid = b.scalar(Op.SREG, "bid", which="block_id")
+        gsz = b.scalar(Op.SREG, "gsz", which="grid_size")
+        M = b.scalar(Op.DIM, "M", "A", axis=0)
+        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM)
+        ntiles = b.scalar(Op.MUL, "tiles", mblocks, cfg.n_blocks)
+        return bid, gsz, mblocks, ntiles
+
+    def tile_coords(b: Builder, t, bid, gsz, mblocks):
+        it = b.scalar(Op.SUB, "i", t, bid)
+        li = b.scalar(Op.DIV, "li", it, gsz)
+        base = b.scalar(Op.MUL, "kb_base", li, nkb)
+        mb = b.scalar(Op.TILE_M, "mb", t, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
+        nb = b.scalar(Op.TILE_N, "nb", t, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
+        m0 = b.scalar(Op.MUL, "m0", mb, BM)
+        n0 = b.scalar(Op.MUL, "n0", nb, BN)
+        return base, m0, n0
+
+    # --- producer: one elected thread of the last warpgroup issues every TMA load -------------
+    b = Builder(role="load")
+    bid, gsz, mblocks, ntiles = tile_loop(b, "load")
+    with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
+        base, m0, n0 = tile_coords(b, t, bid, gsz, mblocks)
+        with b.region(Op.FOR, "kb", 0, nkb, 1) as kb:
+            ctr = b.scalar(Op.ADD, "ctr", base, kb)
+            k0 = b.scalar(Op.MUL, "k0", kb, BLOCK_K)
+            b.emit(Op.ACQUIRE, "", "ab", ctr)
+            b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
+            b.emit(Op.TMA_LOAD, "", "ab", ctr, "b_ring", "B", k0, n0)
+            b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
+            b.emit(Op.COMMIT, "", "ab", ctr)
+    producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, b.nodes())
+
+    # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
+    b = Builder(role="mma")
+    bid, gsz, mblocks, ntiles = tile_loop(b, "mma")
+    with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
+        base, m0, n0 = tile_coords(b, t, bid, gsz, mblocks)
+        # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
+        sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
+        sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
+        b.emit(Op.ZERO, "", "acc")
+        with b.region(Op.FOR, "kb", 0, nkb, 1) as kb:
+            ctr = b.scalar(Op.ADD, "ctr", base, kb)
+            sb0 = b.emit(Op.LOAD_SCALE, "sb0", "SFB", sb_row0, kb, type=Type(DType.f32))
+            sb1 = b.emit(Op.LOAD_SCALE, "sb1", "SFB", sb_row1, kb, type=Type(DType.f32))
+            b.emit(Op.WAIT, "", "ab", ctr)
+            b.emit(Op.SMEM_READ, "", "sfa", "sfa_ring", ctr)
+            b.emit(Op.MMA_SCALED, "", "acc", "a_ring", "b_ring", ctr, "sfa", sb0, sb1, n0, n=BN, k=BLOCK_K)
+            b.emit(Op.RELEASE, "", "ab", ctr)
+        # epilogue: the same warpgroups act as the store role
+        b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
+        b.emit(Op.SYNC, "", role="store")
+        b.emit(Op.STAGE_OUT, "", "d_tile", "acc", role="store")
+        b.emit(Op.SYNC, "", fence_async=True, role="store")
+        b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store")
+    b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
+    consumers = Node(Op.WARPGROUP, "", (), None,
+                     {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())
+
+    attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": BM, "block_n": BN, "block_k": BLOCK_K,
+             "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key()}
+    return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
+
+
+register_operator(Operator(
+    name="fp8_gemm_nt", dims=("m", "n", "k"), compiled_dims=("n", "k"),
+    choose_config=choose_config, lower=lower, check=check,
+    doc="D = (A*SFA) @ (B*SFB)^T; e4m3 A[M,K], B[N,K]; f32 scales 1x128 (A) and 128x128 (B); bf16 D."))

@@ -1,0 +1,138 @@
+"""Structural checks of a kernel: names, types, role rules, channel pairing, resource limits."""
+from __future__ import annotations
+
+from .ir import DECLS, ROLES, SCALAR_OPS, DType, Node, Op
+
+SMEM_LIMIT = 232448
+REGISTER_FILE = 65536
+
+# which role may issue which op (ops not listed may appear in any role)
+ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
+           Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
+           Op.PROMOTE: "mma", Op.SMEM_READ: "mma",
+           Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store"}
+ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
+         Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
+         Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1}
+
+
+class VerifyError(ValueError):
+    """The IR breaks a rule; the message names the op (and the pass, when run by the pipeline)."""
+
+
+def verify(kernel: Node) -> None:
+    errors: list[str] = []
+
+    def err(n: Node, msg: str):
+        errors.append(f"{msg} at `{_short(n)}`")
+
+    if kernel.op is not Op.KERNEL:
+        raise VerifyError(f"top-level op must be kernel, got {kernel.op.value}")
+    decls = {n.name: n for n in kernel.body if n.op in DECLS}
+    kinds = {name: n.op for name, n in decls.items()}
+
+    for n in kernel.body:
+        if n.op in (Op.PARAM, Op.SMEM, Op.REGS) and n.type is None:
+            err(n, f"{n.op.value} %{n.name} needs a type")
+        if n.op is Op.CHANNEL:
+            for r in n.args:
+                if kinds.get(r) is not Op.SMEM:
+                    err(n, f"channel %{n.name} member %{r} is not a smem buffer")
+                elif decls[r].get("stages") != n.get("stages"):
+                    err(n, f"channel %{n.name} has {n.get('stages')} stages but %{r} has {decls[r].get('stages')}")
+        if n.op not in DECLS and n.op is not Op.WARPGROUP:
+            err(n, f"only declarations and warpgroup regions may sit at kernel level, found {n.op.value}")
+
+    # channel pairing: every channel has a producer (acquire+commit) and a consumer (wait+release)
+    used = {}
+    for n in kernel.walk():
+        if n.op in (Op.ACQUIRE, Op.COMMIT, Op.WAIT, Op.RELEASE):
+            used.setdefault(n.args[0], set()).add(n.op)
+    for name, n in decls.items():
+        if n.op is Op.CHANNEL:
+            ops = used.get(name, set())
+            missing = {Op.ACQUIRE, Op.COMMIT, Op.WAIT, Op.RELEASE} - ops
+            if ops and missing:
+                err(n, f"channel %{name} is used without {', '.join(sorted(o.value for o in missing))}")
+
+    ids_seen: set[int] = set()
+    regs_total = 0
+    for wg in (n for n in kernel.body if n.op is Op.WARPGROUP):
+        ids = wg.get("ids", ())
+        if not ids or set(ids) & ids_seen:
+            err(wg, f"warpgroup ids {ids} empty or overlapping")
+        ids_seen |= set(ids)
+        roles = set(wg.get("roles", ()))
+        if not roles <= set(ROLES):
+            err(wg, f"unknown roles {sorted(roles - set(ROLES))}")
+        regs = wg.get("regs")
+        if regs is not None:
+            if regs % 8 or not 24 <= regs <= 256:
+                err(wg, f"regs={regs}: setmaxnreg takes a multiple of 8 in [24, 256]")
+            regs_total += regs * 128 * len(ids)
+        _check_body(wg.body, set(decls), kinds, decls, roles, err)
+    if ids_seen and sorted(ids_seen) != list(range(len(ids_seen))):
+        err(kernel, f"warpgroup ids {sorted(ids_seen)} must be 0..n-1")
+    if regs_total > REGISTER_FILE:
+        err(kernel, f"register budgets need {regs_total} registers, the SM has {REGISTER_FILE}")
+    smem = kernel.get("smem_bytes")
+    if smem is not None and smem > SMEM_LIMIT:
+        err(kernel, f"shared memory {smem} B exceeds the {SMEM_LIMIT} B limit")
+    if errors:
+        raise VerifyError("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
+
+
+def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -> None:
+    scope = set(defined)
+    for n in body:
+        for a in n.args:
+            if isinstance(a, str) and a not in scope:
+                err(n, f"%{a} is not defined here")
+        want = ARITY.get(n.op)
+        if want is not None and len(n.args) != want:
+            err(n, f"{n.op.value} takes {want} operands, got {len(n.args)}")
+        role = n.role
+        if role is None:
+            err(n, f"{n.op.value} has no role tag")
+        elif role not in roles:
+            err(n, f"role {role!r} is not one of this warpgroup region's roles {sorted(roles)}")
+        need = ROLE_OF.get(n.op)
+        if need is not None and role != need:
+            err(n, f"only the {need} role may issue {n.op.value} (this op is tagged {role!r})")
+        if n.op in SCALAR_OPS and (n.type is None or n.type.shape):
+            err(n, f"{n.op.value} must produce a scalar")
+        if n.op in (Op.TMA_LOAD,):
+            ch, _, ring, param = n.args[:4]
+            if kinds.get(ch) is not Op.CHANNEL or ring not in decls.get(ch, n).args:
+                err(n, f"%{ring} is not a member of channel %{ch}")
+            if kinds.get(param) is not Op.PARAM or decls[param].get("box") is None:
+                err(n, f"%{param} is not a TMA-described param")
+            elif decls[param].type.dtype is not decls[ring].type.dtype:
+                err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
+        if n.op in (Op.WGMMA, Op.MMA_SCALED):
+            acc, a, b = n.args[:3]
+            if kinds.get(acc) is not Op.REGS or decls[acc].type.dtype is not DType.f32:
+                err(n, f"%{acc} must be an f32 register tile")
+            for r in (a, b):
+                if kinds.get(r) is not Op.SMEM:
+                    err(n, f"%{r} must be a smem ring")
+            if kinds.get(a) is Op.SMEM and decls[a].type.dtype not in (DType.e4m3, DType.e5m2, DType.bf16, DType.f16):
+                err(n, f"wgmma does not take {decls[a].type.dtype.name} operands")
+            nn = n.get("n")
+            if not isinstance(nn, int) or nn % 8 or not 8 <= nn <= 256:
+                err(n, f"wgmma n={nn}: must be a multiple of 8 in [8, 256]")
+        if n.op is Op.PROMOTE:
+            for r in n.args[:3]:
+                if kinds.get(r) is not Op.REGS:
+                    err(n, f"%{r} must be a register tile")
+        if n.op is Op.FOR:
+            _check_body(n.body, scope | {n.name}, kinds, decls, roles, err)
+        elif n.body:
+            _check_body(n.body, scope, kinds, decls, roles, err)
+        if n.name:
+            scope.add(n.name)
+
+
+def _short(n: Node) -> str:
+    from .printer import print_node
+    return print_node(n.with_body(()) if n.body else n).strip().split("\n")[0][:160]

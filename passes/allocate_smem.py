@@ -1,0 +1,47 @@
+"""allocate_smem: give every shared-memory buffer and barrier an offset in the dynamic window."""
+from __future__ import annotations
+
+from dgir.ir import Node, Op
+
+from . import Pass
+
+SMEM_LIMIT = 232448      # sm_90 opt-in maximum of dynamic shared memory per block
+BASE_SLACK = 1024        # the kernel rounds the window base up to 1024 bytes (swizzle atoms)
+
+
+def _align(x: int, a: int) -> int:
+    return (x + a - 1) // a * a
+
+
+class AllocateSmem(Pass):
+    """Lay out the dynamic shared-memory window: 128B-swizzled rings first, each slot 1024-byte
+    aligned (a swizzle atom is 8 rows x 128 B, and wgmma descriptors assume base_offset 0), then the
+    other buffers at 128 bytes, then two 8-byte mbarriers (full, empty) per channel stage.  Writes
+    `offset` and `slot_bytes` on each smem decl, `barriers` (offset of full[0]; empty follows full) on
+    each channel and `smem_bytes` on the kernel (launch size, including the alignment slack).
+    """
+    name = "allocate_smem"
+
+    def run(self, kernel: Node) -> Node:
+        off = 0
+        body = []
+        smem = sorted((n for n in kernel.body if n.op is Op.SMEM), key=lambda n: -int(n.get("swizzle", 0) or 0))
+        placed = {}
+        for n in smem:
+            align = 1024 if n.get("swizzle") else 128
+            slot = _align(n.type.nbytes, align)
+            off = _align(off, align)
+            placed[n.name] = n.with_attrs(offset=off, slot_bytes=slot)
+            off += slot * n.get("stages", 1)
+        chans = {}
+        off = _align(off, 8)
+        for n in kernel.body:
+            if n.op is Op.CHANNEL:
+                chans[n.name] = n.with_attrs(barriers=off)
+                off += 16 * n.get("stages")
+        for n in kernel.body:
+            body.append(placed.get(n.name) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
+        return kernel.with_body(body).with_attrs(smem_bytes=off + BASE_SLACK)
+
+
+PASS = AllocateSmem()

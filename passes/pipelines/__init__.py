@@ -1,0 +1,1 @@
+"""One flat pass list per target (see sm90a.py)."""

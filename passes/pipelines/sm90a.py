@@ -1,0 +1,19 @@
+"""The Hopper (sm_90a) pipeline, in order.  The lowered IR comes first (dump 00), then each pass
+below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
+the tests)."""
+from .. import allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors, promote_scales, schedule_mma
+
+PIPELINE = [
+    # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
+    promote_scales.PASS,
+    # load role: prefetch tensor maps while barriers are being set up
+    prefetch_tma_descriptors.PASS,
+    # budgets first: the interleaving decision below reads the math warpgroups' register budget
+    assign_registers.PASS,
+    # schedule (data): stage/order/latency on the k-loop ops; swap this pass to try another schedule
+    schedule_mma.PASS,
+    # materialise the schedule: double-buffered partial, promotion FFMAs overlap the next wgmma
+    interleave_ffma.PASS,
+    # layout last: every buffer, including those the passes above added, gets its offset
+    allocate_smem.PASS,
+]

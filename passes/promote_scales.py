@@ -1,0 +1,56 @@
+"""promote_scales: block-scaled MMA -> tensor-core MMA into a fresh partial + FP32 promotion."""
+from __future__ import annotations
+
+from dgir.ir import DType, Node, Op, Type
+
+from . import Pass
+
+
+class PromoteScales(Pass):
+    """Turn each `mma_scaled` (acc += A_blk @ B_blk^T * sfa[row] * sfb[col]) into Hopper's two-level
+    accumulation, as DeepGEMM does: per 128-wide K block, `wgmma` into a fresh partial accumulator
+    (scale_d = 0), wait for it, release the ring slot, then `promote` it into the FP32 accumulator
+    with CUDA-core FFMAs: acc += part * (sfa[row] * sfb[n block]).  FP8 tensor-core accumulation is
+    not exact FP32 (about 2^-6 relative per K=32 step on the H200), so the partial must not live
+    longer than one scale block.  A tile that straddles two 128-row B-scale blocks keeps both
+    B scales (sb0, sb1); `promote` picks per column.  Declares the partial register tile `part`.
+    """
+    name = "promote_scales"
+
+    def run(self, kernel: Node) -> Node:
+        part_type = None
+
+        def rewrite(body):
+            nonlocal part_type
+            out, pending = [], []   # promotes waiting for the release of their ring slot
+            for n in body:
+                if n.body:
+                    n = n.with_body(rewrite(n.body))
+                if n.op is Op.MMA_SCALED:
+                    acc, a_ring, b_ring, ctr, sfa, sb0, sb1, n0 = n.args
+                    part_type = kernel.decl(acc).type
+                    out.append(Node(Op.WGMMA, "", ("part", a_ring, b_ring, ctr), None,
+                                    {"n": n.get("n"), "k": n.get("k"), "scale_d": 0, "role": n.role}))
+                    out.append(Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": n.role}))
+                    pending.append((ctr, Node(Op.PROMOTE, "", (acc, "part", sfa, sb0, sb1, n0), None,
+                                              {"role": n.role})))
+                    continue
+                out.append(n)
+                if n.op is Op.RELEASE:
+                    # promote after the slot is handed back: the FFMAs need only registers
+                    for ctr, p in [x for x in pending if x[0] == n.args[1]]:
+                        out.append(p)
+                        pending.remove((ctr, p))
+            out.extend(p for _, p in pending)
+            return out
+
+        body = rewrite(kernel.body)
+        if part_type is None:
+            return kernel
+        decls = [n for n in body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)]
+        rest = [n for n in body if n not in decls]
+        part = Node(Op.REGS, "part", (), Type(part_type.dtype, part_type.shape), {})
+        return kernel.with_body(decls + [part] + rest)
+
+
+PASS = PromoteScales()

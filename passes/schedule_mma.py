@@ -1,0 +1,40 @@
+"""schedule_mma: assign each op of the math k-loop to a software-pipeline stage (data only)."""
+from __future__ import annotations
+
+from dgir.ir import Node, Op
+
+from . import Pass
+
+# Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
+LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
+           Op.PROMOTE: 64, Op.LOAD_SCALE: 400}
+ISSUE = (Op.WAIT, Op.SMEM_READ, Op.WGMMA)                   # start tensor-core work
+RETIRE = (Op.LOAD_SCALE, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)  # finish it on the CUDA cores
+
+
+class ScheduleMma(Pass):
+    """The default scheduler of the math k-loop.  It writes schedule *data* only: `stage` (0 = issue:
+    wait for the ring slot, read the A scales, issue the wgmma; 1 = retire: wait for the wgmma,
+    release the slot, load the B scales, promote), `order` (position within the loop body) and
+    `latency` on each op of any k-loop that issues a wgmma.  Scalar index ops get no stage: the
+    materialising pass recomputes them where they are needed.  interleave_ffma reads these attrs;
+    a researcher replaces this pass to try another schedule without touching the lowering.
+    """
+    name = "schedule_mma"
+
+    def run(self, kernel: Node) -> Node:
+        def visit(n: Node) -> Node:
+            if n.op is Op.FOR and any(c.op is Op.WGMMA for c in n.body):
+                body = []
+                for i, c in enumerate(n.body):
+                    stage = 0 if c.op in ISSUE else 1 if c.op in RETIRE else None
+                    if stage is not None:
+                        c = c.with_attrs(stage=stage, order=i, latency=LATENCY[c.op])
+                    body.append(c)
+                return n.with_body(body).with_attrs(pipelined=False)
+            return n.with_body(visit(c) for c in n.body) if n.body else n
+
+        return visit(kernel)
+
+
+PASS = ScheduleMma()
