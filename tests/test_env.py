@@ -1,0 +1,75 @@
+from pathlib import Path
+
+import pytest
+
+from dgir.env import VARIABLES, Env, env, parse_bool
+
+BOOL_VARS = {
+    "DGIR_VERIFY": "verify", "DG_JIT_DEBUG": "jit_debug", "DG_PRINT_CONFIGS": "print_configs",
+    "DG_JIT_DUMP_PTX": "dump_ptx", "DG_JIT_DUMP_SASS": "dump_sass",
+    "DGIR_SASS_INTERLEAVE": "sass_interleave",
+}
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_defaults(clean):
+    e = env()
+    assert isinstance(e, Env)
+    assert e.verify is False and e.sass_interleave is False and e.jit_debug is False
+    assert e.ptxas is None and e.nvdisasm is None and e.cuda_home is None and e.dump_dir is None
+    assert e.cache_dir == Path.home() / ".dgir" / "cache"
+
+
+@pytest.mark.parametrize("var,field", sorted(BOOL_VARS.items()))
+@pytest.mark.parametrize("text,value", [("1", True), ("true", True), ("YES", True),
+                                        (" on ", True), ("0", False), ("false", False),
+                                        ("No", False), ("off", False), ("", False)])
+def test_bools(clean, var, field, text, value):
+    clean.setenv(var, text)
+    assert getattr(env(), field) is value
+
+
+@pytest.mark.parametrize("var", sorted(BOOL_VARS))
+def test_bad_bool_names_variable(clean, var):
+    clean.setenv(var, "maybe")
+    with pytest.raises(ValueError, match=var):
+        env()
+
+
+def test_paths(clean, tmp_path):
+    clean.setenv("DGIR_PTXAS", str(tmp_path / "ptxas"))
+    clean.setenv("DGIR_NVDISASM", str(tmp_path / "nvdisasm"))
+    clean.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    clean.setenv("DG_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    clean.setenv("DGIR_DUMP_DIR", "~/dumps")
+    e = env()
+    assert e.ptxas == tmp_path / "ptxas" and e.nvdisasm == tmp_path / "nvdisasm"
+    assert e.cuda_home == tmp_path / "cuda" and e.cache_dir == tmp_path / "cache"
+    assert e.dump_dir == Path.home() / "dumps"
+
+
+def test_reads_each_call_and_is_frozen(clean):
+    assert env().verify is False
+    clean.setenv("DGIR_VERIFY", "1")
+    e = env()
+    assert e.verify is True
+    with pytest.raises(Exception):
+        e.verify = False  # frozen dataclass
+
+
+def test_explicit_mapping_and_parse_bool():
+    assert env({"DG_JIT_DUMP_PTX": "on"}).dump_ptx is True
+    assert parse_bool("X", None, default=True) is True
+    with pytest.raises(ValueError, match="FOO"):
+        parse_bool("FOO", "2")
+
+
+def test_every_field_documented():
+    import dataclasses
+    assert len(dataclasses.fields(Env)) == len(VARIABLES) == 11

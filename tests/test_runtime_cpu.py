@@ -1,0 +1,279 @@
+import ctypes
+import hashlib
+import multiprocessing as mp
+import os
+
+import pytest
+
+from dgir.runtime import cache as cache_mod
+from dgir.runtime import driver as drv
+
+GOOD = dict(dtype_enum=0, rank=2, global_address=0x7F0000000000, global_dims=[4096, 2048],
+            global_strides_bytes=[4096], box_dims=[128, 128], swizzle=3)
+
+
+# ------------------------------------------------------------------ ctypes structures
+
+def test_struct_layout():
+    assert ctypes.sizeof(drv.CUlaunchConfig) == 56
+    assert ctypes.sizeof(drv.CUlaunchAttribute) == 72
+    assert drv.CUlaunchConfig.sharedMemBytes.offset == 24
+    assert drv.CUlaunchConfig.hStream.offset == 32
+    assert drv.CUlaunchConfig.attrs.offset == 40
+    assert drv.CUlaunchConfig.numAttrs.offset == 48
+    assert drv.CUlaunchAttribute.value.offset == 8
+
+
+def test_tensor_map_storage_aligned():
+    for _ in range(16):
+        tm = drv.TensorMap({})
+        assert tm.address % 64 == 0 and len(bytes(tm)) == 128
+
+
+# ------------------------------------------------------------------ a fake libcuda
+
+class FakeLib:
+    """Stands in for libcuda: records calls, writes what the real one would."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getattr__(self, name):
+        raise AssertionError(f"unexpected driver call {name}")
+
+    def cuTensorMapEncodeTiled(self, tm, dtype, rank, gaddr, gdim, gstr, box, estr, il, sw,
+                               l2, oob):
+        r = rank.value
+        self.calls.append(("encode", dict(
+            tm=tm.value, dtype=dtype.value, rank=r, gaddr=gaddr.value, dims=list(gdim)[:r],
+            strides=list(gstr)[:r - 1], box=list(box)[:r], estr=list(estr)[:r],
+            interleave=il.value, swizzle=sw.value, l2=l2.value, oob=oob.value)))
+        ctypes.memset(tm.value, 0xAB, 128)
+        return 0
+
+    def cuCtxSetCurrent(self, ctx):
+        self.calls.append(("ctx", ctx.value))
+        return 0
+
+    def cuFuncSetAttribute(self, fn, attr, value):
+        self.calls.append(("attr", fn.value, attr, value.value))
+        return 0
+
+    def cuLaunchKernelEx(self, cfg_ref, fn, params, extra):
+        cfg = cfg_ref._obj
+        attrs = [(cfg.attrs[i].id, tuple(cfg.attrs[i].value.clusterDim),
+                  cfg.attrs[i].value.programmaticStreamSerializationAllowed)
+                 for i in range(cfg.numAttrs)]
+        self.calls.append(("launch", dict(
+            grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
+            block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ), smem=cfg.sharedMemBytes,
+            stream=cfg.hStream, attrs=attrs, fn=fn.value, params=list(params))))
+        return 0
+
+    def cuGetErrorName(self, code, out):
+        out._obj.value = b"CUDA_ERROR_INVALID_VALUE"
+        return 0
+
+    def cuGetErrorString(self, code, out):
+        out._obj.value = b"invalid argument"
+        return 0
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    lib = FakeLib()
+    monkeypatch.setattr(drv, "_lib", lib)
+    monkeypatch.setattr(drv, "_contexts", {0: 0x1234})
+    return lib
+
+
+# ------------------------------------------------------------------ tensor-map validation
+
+@pytest.mark.parametrize("change,match", [
+    (dict(global_address=0x7F0000000008), "global_address"),
+    (dict(global_address=0), "global_address"),
+    (dict(global_strides_bytes=[4100]), r"global_strides_bytes\[0\]=4100"),
+    (dict(global_strides_bytes=[1 << 40]), "2\\^40"),
+    (dict(box_dims=[128, 0]), r"box_dims\[1\]=0"),
+    (dict(box_dims=[128, 257]), r"box_dims\[1\]=257"),
+    (dict(box_dims=[8, 64], swizzle=0), r"box_dims\[0\]=8.*multiple of 16"),
+    (dict(box_dims=[256, 64]), r"box_dims\[0\]=256.*span of 128"),
+    (dict(dtype_enum=9, box_dims=[128, 64]), r"256 B exceeds.*128"),
+    (dict(box_dims=[64, 64], swizzle=2, dtype_enum=9), r"128 B exceeds.*64"),
+    (dict(global_dims=[4096]), "global_dims"),
+    (dict(global_strides_bytes=[]), "global_strides_bytes"),
+    (dict(global_dims=[0, 2048]), r"global_dims\[0\]=0"),
+    (dict(global_dims=[(1 << 32) + 1, 2048]), r"global_dims\[0\]"),
+    (dict(dtype_enum=13), "dtype_enum=13"),
+    (dict(swizzle=7), "swizzle=7"),
+    (dict(l2_promotion=4), "l2_promotion=4"),
+    (dict(oob_fill=1), "oob_fill=1"),
+    (dict(rank=6), "rank=6"),
+])
+def test_tensor_map_validation_before_driver(fake, change, match):
+    args = {**GOOD, **change}
+    with pytest.raises(ValueError, match=match):
+        drv.encode_tensor_map(**args)
+    assert fake.calls == []                      # nothing reached the driver
+
+
+def test_tensor_map_encode_passes_aligned_storage(fake):
+    tm = drv.encode_tensor_map(**GOOD)
+    (kind, c), = fake.calls
+    assert kind == "encode"
+    assert c["tm"] == tm.address and tm.address % 64 == 0
+    assert (c["dtype"], c["rank"], c["gaddr"]) == (0, 2, GOOD["global_address"])
+    assert c["dims"] == [4096, 2048] and c["strides"] == [4096] and c["box"] == [128, 128]
+    assert c["estr"] == [1, 1] and (c["interleave"], c["swizzle"], c["l2"], c["oob"]) == (0, 3, 3, 0)
+    assert bytes(tm) == b"\xab" * 128
+    # bf16 with 64 elements (128 B) under SWIZZLE_128B is fine; 3-D batched map too
+    drv.encode_tensor_map(9, 2, 0x1000, [4096, 128], [8192], [64, 128], 3)
+    drv.encode_tensor_map(0, 3, 0x1000, [256, 128, 4], [256, 256 * 128], [128, 64, 1], 3)
+    assert len(fake.calls) == 3
+
+
+# ------------------------------------------------------------------ launch / errors
+
+def test_launch_packs_config_and_params(fake):
+    mod = drv.Module(0xAAAA, 0, "d")
+    fn = drv.Function(0xBEEF, "k", mod)
+    tm = drv.encode_tensor_map(**GOOD)
+    ptr, n = ctypes.c_uint64(0xDEAD0000), ctypes.c_uint32(7)
+    drv.launch(fn, (4, 2), 384, 100_000, [tm, ptr, n], stream_handle=0x5000,
+               cluster=(2, 1, 1), pdl=True)
+    attr = [c for c in fake.calls if c[0] == "attr"]
+    assert attr == [("attr", 0xBEEF, drv.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 100_000)]
+    (_, l), = [c for c in fake.calls if c[0] == "launch"]
+    assert l["grid"] == (4, 2, 1) and l["block"] == (384, 1, 1) and l["smem"] == 100_000
+    assert l["stream"] == 0x5000 and l["fn"] == 0xBEEF
+    (id0, dims, _), (id1, _, pdl) = l["attrs"]          # the value is a union
+    assert (id0, dims, id1, pdl) == (4, (2, 1, 1), 6, 1)
+    assert l["params"] == [tm.address, ctypes.addressof(ptr), ctypes.addressof(n)]
+    # second launch: attribute already raised, no second cuFuncSetAttribute
+    drv.launch(fn, (4, 2), 384, 100_000, [tm, ptr, n], stream_handle=0x5000)
+    assert len([c for c in fake.calls if c[0] == "attr"]) == 1
+
+
+def test_launch_rejects_bad_args(fake):
+    fn = drv.Function(0xBEEF, "k", drv.Module(1, 0, "d"))
+    with pytest.raises(TypeError, match="argument 1"):
+        drv.launch(fn, 1, 128, 0, [ctypes.c_uint64(1), 5], stream_handle=0)
+    with pytest.raises(ValueError, match="cluster"):
+        drv.launch(fn, (3, 1, 1), 128, 0, [], stream_handle=0, cluster=(2, 1, 1))
+    with pytest.raises(ValueError, match="block"):
+        drv.launch(fn, 1, (0, 1), 0, [], stream_handle=0)
+    assert not [c for c in fake.calls if c[0] == "launch"]
+
+
+def test_error_names_cuda_result(fake):
+    with pytest.raises(drv.CudaError, match="CUDA_ERROR_INVALID_VALUE") as ei:
+        drv._check(1, "cuSomething")
+    assert ei.value.code == 1 and "cuSomething" in str(ei.value)
+
+
+def test_import_does_not_load_driver():
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; sys.path.insert(0, 'tests'); import conftest; "
+            "import dgir.runtime.driver as d; assert d._lib is None; print('ok')")
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+# ------------------------------------------------------------------ kernel cache
+
+def _files(key: str, size=1 << 20):
+    blob = hashlib.sha256(key.encode()).digest() * (size // 32)
+    return {"kernel.ptx": b"// ptx " + key.encode(), "kernel.cubin": blob,
+            "meta.json": b'{"k": 1}'}
+
+
+def test_cache_roundtrip(tmp_path):
+    c = cache_mod.KernelCache(tmp_path)
+    key = cache_mod.make_key("ir", "pipeline-v1", "ptxas=13.0", "0.1")
+    assert c.get(key) is None
+    c.put(key, _files(key, 4096))
+    assert c.get(key) == _files(key, 4096)
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+    # field boundaries matter
+    assert cache_mod.make_key("ab", "c", "", "") != cache_mod.make_key("a", "bc", "", "")
+    assert len({cache_mod.make_key("ir", p, "t", "v") for p in ("a", "b")}) == 2
+
+
+def test_cache_corrupt_entry_is_miss(tmp_path):
+    c = cache_mod.KernelCache(tmp_path)
+    key = "ab" * 32
+    c.put(key, _files(key, 4096))
+    (c.entry_dir(key) / "kernel.cubin").write_bytes(b"torn")
+    assert c.get(key) is None
+    c.put(key, _files(key, 4096))
+    assert c.get(key) == _files(key, 4096)
+
+
+def test_cache_validation(tmp_path):
+    c = cache_mod.KernelCache(tmp_path)
+    with pytest.raises(ValueError):
+        c.put("../etc", {"a": b""})
+    with pytest.raises(ValueError, match="name"):
+        c.put("cd" * 32, {"../x": b""})
+    with pytest.raises(TypeError):
+        c.put("cd" * 32, {"x.ptx": "text"})
+
+
+def test_cache_root_from_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path / "c"))
+    assert cache_mod.KernelCache().root == tmp_path / "c"
+
+
+def _hammer(root, key, rounds, q):
+    c = cache_mod.KernelCache(root)
+    want = _files(key)
+    bad = 0
+    for i in range(rounds):
+        if i % 2 == 0:
+            c.put(key, want)
+        got = c.get(key)
+        if got is not None and got != want:
+            bad += 1
+    q.put(bad)
+
+
+def _compile_once(root, key, counter, q):
+    c = cache_mod.KernelCache(root)
+
+    def compute():
+        with open(counter, "a") as f:
+            f.write("x")
+        return _files(key, 4096)
+
+    files, _hit = c.get_or_put(key, compute)
+    q.put(files == _files(key, 4096))
+
+
+def test_cache_concurrent_processes(tmp_path):
+    ctx = mp.get_context("fork")
+    key = "ef" * 32
+    q = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(tmp_path, key, 10, q)) for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs)
+    assert [q.get(timeout=5) for _ in procs] == [0] * 6     # nobody saw a torn entry
+    assert cache_mod.KernelCache(tmp_path).get(key) == _files(key)
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+
+    # get_or_put: exactly one process compiles
+    key2, counter = "12" * 32, tmp_path / "count"
+    procs = [ctx.Process(target=_compile_once, args=(tmp_path, key2, counter, q))
+             for _ in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert [q.get(timeout=5) for _ in procs] == [True] * 6
+    assert counter.read_text() == "x"
