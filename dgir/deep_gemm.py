@@ -1,0 +1,161 @@
+"""DeepGEMM-compatible entry points backed by dgir-generated kernels.
+
+    from dgir import deep_gemm
+    deep_gemm.fp8_gemm_nt((a, sfa), (b, sfb), d)
+
+Every call runs a kernel dgir generated; there is no fallback to torch or cuBLAS.
+"""
+from __future__ import annotations
+
+import threading
+
+import torch
+
+from . import compiler
+from .env import env
+from .ops.fp8_gemm import ceil_div, check as check_dims
+
+_kernels: dict = {}
+_lock = threading.Lock()
+
+
+def _fail(arg: str, expected: str, got) -> None:
+    raise ValueError(f"fp8_gemm_nt: `{arg}` must be {expected}; got {got}")
+
+
+def _describe(t) -> str:
+    if not isinstance(t, torch.Tensor):
+        return type(t).__name__
+    return f"{t.dtype} {list(t.shape)} strides {list(t.stride())} on {t.device}"
+
+
+def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
+    """[M, KB] f32 scales -> the same values stored MN-major with M padded to 4 (16 bytes)."""
+    m, kb = sf.shape
+    m4 = ceil_div(m, 4) * 4
+    if sf.stride(0) == 1 and sf.stride(1) == m4:
+        return sf
+    buf = torch.empty((kb, m4), dtype=torch.float32, device=sf.device)
+    buf[:, :m].copy_(sf.t())
+    return buf[:, :m].t()
+
+
+def transform_sf_into_required_layout(sf: torch.Tensor, mn: int, k: int, recipe=(1, 128, 128),
+                                      is_sfa: bool = True) -> torch.Tensor:
+    """DeepGEMM's helper, for the SM90 FP32 recipe: SFA -> MN-major TMA-aligned, SFB -> contiguous."""
+    if is_sfa:
+        return get_mn_major_tma_aligned_tensor(sf)
+    return sf.contiguous()
+
+
+def _check_operand(name, t, rows, cols, dtype, device):
+    if not isinstance(t, torch.Tensor):
+        _fail(name, "a torch.Tensor", type(t).__name__)
+    if t.device.type != "cuda":
+        _fail(name, "a CUDA tensor", _describe(t))
+    if t.device != device:
+        _fail(name, f"on {device} like `a`", _describe(t))
+    if t.dtype != dtype:
+        _fail(name, str(dtype), _describe(t))
+    if t.dim() != 2 or (rows is not None and t.shape[0] != rows) or (cols is not None and t.shape[1] != cols):
+        _fail(name, f"2-D of shape [{rows if rows is not None else '*'}, {cols}]", _describe(t))
+
+
+def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable_ue8m0_cast: bool = False) -> None:
+    """D = A @ B^T with DeepSeek block scales (DeepGEMM's SM90 1D2D kernel semantics).
+
+    a = (A, SFA): A float8_e4m3fn [M, K], K-major (row stride a multiple of 16 bytes); SFA float32
+        [M, ceil(K/128)] in any layout (brought into the MN-major, TMA-aligned one the kernel reads).
+    b = (B, SFB): B float8_e4m3fn [N, K], K-major; SFB float32 [ceil(N/128), ceil(K/128)].
+    d: bfloat16 [M, N], row-major and contiguous; written, not accumulated.
+    Alignment: N % 8 == 0 (16-byte rows of D for the TMA store), K % 16 == 0 (16-byte rows of A, B).
+    c: must be None (DeepGEMM's SM90 1D2D kernel has no accumulation into C either).
+    recipe: None or (1, 128, 128); other recipes are rejected.
+    All tensors on one CUDA device of compute capability 9.0.  M = 0 returns at once.
+    """
+    if not (isinstance(a, (tuple, list)) and len(a) == 2):
+        _fail("a", "a pair (A, SFA)", type(a).__name__)
+    if not (isinstance(b, (tuple, list)) and len(b) == 2):
+        _fail("b", "a pair (B, SFB)", type(b).__name__)
+    A, sfa = a
+    B, sfb = b
+    if not isinstance(A, torch.Tensor):
+        _fail("a[0]", "a torch.Tensor", type(A).__name__)
+    if c is not None:
+        raise ValueError("fp8_gemm_nt: `c` is not supported by the SM90 FP8 kernel with 128x128 B scales "
+                         "(DeepGEMM's SM90 1D2D kernel only writes BF16 D without accumulation); pass c=None")
+    if recipe is not None and tuple(recipe) != (1, 128, 128):
+        raise ValueError(f"fp8_gemm_nt: `recipe` must be None or (1, 128, 128) on SM90 with FP32 128x128 B scales; "
+                         f"got {recipe}")
+    if compiled_dims != "nk":
+        raise ValueError(f"fp8_gemm_nt: `compiled_dims` must be 'nk' (N and K are compiled in); got {compiled_dims!r}")
+    device = A.device
+    if device.type != "cuda":
+        _fail("a[0]", "a CUDA tensor", _describe(A))
+    _check_operand("a[0]", A, None, None, torch.float8_e4m3fn, device)
+    M, K = A.shape
+    _check_operand("b[0]", B, None, K, torch.float8_e4m3fn, device)
+    N = B.shape[0]
+    _check_operand("d", d, M, N, torch.bfloat16, device)
+    kb = ceil_div(K, 128)
+    _check_operand("a[1]", sfa, M, kb, torch.float32, device)
+    _check_operand("b[1]", sfb, ceil_div(N, 128), kb, torch.float32, device)
+    for name, t in (("a[0]", A), ("b[0]", B)):
+        if t.stride(1) != 1 or (t.stride(0) * t.element_size()) % 16 or t.stride(0) < K:
+            _fail(name, "K-major (stride(1) == 1) with a row stride that is a multiple of 16 bytes", _describe(t))
+    if d.stride(1) != 1 or d.stride(0) != N:
+        _fail("d", "contiguous row-major", _describe(d))
+    if M == 0 or N == 0:
+        return
+    check_dims(M, N, K)
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) != (9, 0):
+        raise RuntimeError(f"fp8_gemm_nt: dgir's kernels are built for sm_90a (H100/H200); {device} is sm_{major}{minor}")
+    sfa = get_mn_major_tma_aligned_tensor(sfa)
+    sfb = sfb.contiguous()
+    kernel = get_kernel("fp8_gemm_nt", M, N, K, device)
+    # the kernel's SFA param is the [ceil(K/128), align(M, 4)] storage behind the MN-major view
+    sfa_storage = torch.as_strided(sfa, (kb, sfa.stride(1)), (sfa.stride(1), 1))
+    from .runtime import driver
+    stream = torch.cuda.current_stream(device).cuda_stream
+    kernel.launch({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb, "D": d}, M, stream)
+
+
+def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None):
+    """Compile (or fetch) the kernel for this shape's config and load it on `device`."""
+    from .runtime.launcher import LoadedKernel
+    from .ops import get_operator
+    dev = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
+    cfg = config or get_operator(op).choose_config(m=m, n=n, k=k)
+    key = (op, cfg, dev, variant)
+    kern = _kernels.get(key)
+    if kern is None:
+        with _lock:
+            kern = _kernels.get(key)
+            if kern is None:
+                res = _compile_cached(op, cfg, m, n, k, passes)
+                if env().print_configs:
+                    print(f"dgir: {op} m={m} n={n} k={k} -> {cfg}")
+                from .runtime import driver
+                driver.current_device_context(dev)
+                kern = _kernels[key] = LoadedKernel(res, dev)
+    return kern
+
+
+def _compile_cached(op, cfg, m, n, k, passes):
+    """Lowering and passes always run (they are cheap and give the IR); ptxas only on a cache miss.
+    The key covers the final IR, the pipeline identity (pass names + sources) and the toolchain."""
+    from . import __version__, toolchain
+    from .printer import print_ir
+    from .runtime.cache import KernelCache, make_key
+    res = compiler.compile(op, m=m, n=n, k=k, config=cfg, passes=passes, assemble=False)
+    key = make_key(print_ir(res.ir), res.pipeline_id, toolchain.toolchain_versions(), __version__)
+
+    def build():
+        asm = toolchain.assemble(res.ptx)
+        res.resources, res.warnings = asm.resources, asm.warnings
+        return {"kernel.ptx": res.ptx.encode(), "kernel.cubin": asm.cubin}
+
+    files, _ = KernelCache().get_or_put(key, build)
+    res.cubin = files["kernel.cubin"]
+    return res

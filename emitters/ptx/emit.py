@@ -1,0 +1,495 @@
+"""PTX for sm_90a from the scheduled tile IR: one small function per op kind (the table `EMIT`).
+
+Conventions the runtime relies on (see `kernel_params`): TMA-described params are passed as
+128-byte tensor maps first, then plain params as .u64 pointers, then the runtime extents (M) as
+.u32.  Register tiles follow the wgmma accumulator layout (hopper-ptx.md §4.4): a 64xN f32 tile
+is N/2 registers per thread; thread t of the warpgroup owns rows 16*(t/32) + (t%32)/4 and +8.
+"""
+from __future__ import annotations
+
+from dgir.ir import SCALAR_OPS, DType, Node, Op
+
+from .builder import PtxBuilder
+
+PTX_VERSION = "8.7"
+
+
+class EmitError(ValueError):
+    """The IR holds something the PTX emitter cannot express; names the op."""
+
+
+def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
+    """[(ptx param name, kind, IR name)] in PTX order; kind is tmap | ptr | dim."""
+    params = [n for n in kernel.body if n.op is Op.PARAM]
+    out = [(f"tmap_{p.name}", "tmap", p.name) for p in params if p.get("box") is not None]
+    out += [(f"ptr_{p.name}", "ptr", p.name) for p in params if p.get("box") is None]
+    syms = []
+    for p in params:
+        for d in p.type.shape:
+            if isinstance(d, str) and d not in syms and d == "M":
+                syms.append(d)
+    out += [(f"dim_{s}", "dim", s) for s in syms]
+    return out
+
+
+class Emitter:
+    def __init__(self, kernel: Node):
+        self.k = kernel
+        self.b = PtxBuilder()
+        self.decls = {n.name: n for n in kernel.body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)}
+        self.env: dict[str, str] = {}          # SSA name -> register
+        self.tiles: dict[str, list[str]] = {}  # register tile -> f32 registers of this thread
+
+    # --- helpers -------------------------------------------------------------------------------
+    def val(self, a) -> str:
+        """Register holding operand `a` (an SSA name or an int literal)."""
+        if isinstance(a, int):
+            r = self.b.reg()
+            self.b(f"mov.u32 {r}, {a};")
+            return r
+        if a not in self.env:
+            raise EmitError(f"%{a} has no value here")
+        return self.env[a]
+
+    def tmap(self, name: str) -> str:
+        r = self.b.reg("b64")
+        self.b(f"mov.u64 {r}, tmap_{name};")
+        self.b(f"cvta.param.u64 {r}, {r};")
+        return r
+
+    def smem_addr(self, buf: str, ctr=None, extra: int | str = 0) -> str:
+        """Shared address of buffer `buf` (slot ctr % stages when it is a ring) plus `extra` bytes."""
+        d = self.decls[buf]
+        r = self.b.reg()
+        self.b(f"add.u32 {r}, {self.base}, {d.get('offset')};")
+        if ctr is not None and d.get("stages", 1) > 1:
+            slot = self.stage_of(ctr, d.get("stages"))
+            self.b(f"mad.lo.u32 {r}, {slot}, {d.get('slot_bytes')}, {r};")
+        if extra:
+            self.b(f"add.u32 {r}, {r}, {extra};")
+        return r
+
+    def stage_of(self, ctr, stages: int) -> str:
+        r = self.b.reg()
+        self.b(f"rem.u32 {r}, {self.val(ctr)}, {stages};")
+        return r
+
+    def barrier(self, ch: str, ctr, which: str) -> tuple[str, str]:
+        """(address of full/empty[ctr % S], phase = (ctr / S) & 1)."""
+        c = self.decls[ch]
+        S = c.get("stages")
+        slot = self.stage_of(ctr, S)
+        addr, phase = self.b.reg(), self.b.reg()
+        off = c.get("barriers") + (8 * S if which == "empty" else 0)
+        self.b(f"mad.lo.u32 {addr}, {slot}, 8, {self.base};")
+        self.b(f"add.u32 {addr}, {addr}, {off};")
+        self.b(f"div.u32 {phase}, {self.val(ctr)}, {S};")
+        self.b(f"and.b32 {phase}, {phase}, 1;")
+        return addr, phase
+
+    def wait_parity(self, addr: str, parity: str) -> None:
+        p, loop = self.b.reg("pred"), self.b.label("wait")
+        self.b.put_label(loop)
+        self.b(f"mbarrier.try_wait.parity.shared::cta.b64 {p}, [{addr}], {parity};")
+        self.b(f"@!{p} bra {loop};")
+
+    def tile(self, name: str) -> list[str]:
+        if name not in self.tiles:
+            d = self.decls[name]
+            if d.op is not Op.REGS:
+                raise EmitError(f"%{name} is not a register tile")
+            # 64xN: N/2 per thread (wgmma layout); 64 (one value per row): this thread's 2 rows
+            shape = d.type.shape
+            self.tiles[name] = self.b.regs("f32", shape[1] // 2 if len(shape) == 2 else 2)
+        return self.tiles[name]
+
+    def if_leader(self, pred_true_skip_label: str) -> None:
+        """Branch to the label unless this thread is thread 0 of its warpgroup."""
+        self.b(f"@!{self.wg_leader} bra {pred_true_skip_label};")
+
+    # --- module --------------------------------------------------------------------------------
+    def module(self) -> str:
+        k, b = self.k, self.b
+        threads = k.get("threads")
+        tid, wg = b.reg(), b.reg()
+        self.tid, self.wg = tid, wg
+        b(f"mov.u32 {tid}, %tid.x;")
+        b(f"shr.u32 {wg}, {tid}, 7;")
+        self.base = b.reg()
+        b(f"mov.u32 {self.base}, smem;")
+        b(f"add.u32 {self.base}, {self.base}, 1023;")
+        b(f"and.b32 {self.base}, {self.base}, -1024;     // 1024-aligned window: swizzle atoms")
+        lane, warp = b.reg(), b.reg()
+        b(f"and.b32 {lane}, {tid}, 31;")
+        b(f"shr.u32 {warp}, {tid}, 5;")
+        b(f"and.b32 {warp}, {warp}, 3;                 // warp within its warpgroup")
+        self.lane, self.warp = lane, warp
+        # one thread initialises every channel's barriers
+        p0, done = b.reg("pred"), b.label("bar_init_done")
+        b(f"setp.ne.u32 {p0}, {tid}, 0;")
+        b(f"@{p0} bra {done};")
+        for c in (n for n in k.body if n.op is Op.CHANNEL):
+            S = c.get("stages")
+            for s in range(S):
+                b(f"mbarrier.init.shared::cta.b64 [{self.base}+{c.get('barriers') + 8 * s}], 1;          // %{c.name} full[{s}]")
+            for s in range(S):
+                # every warp of every consumer warpgroup arrives once per use
+                b(f"mbarrier.init.shared::cta.b64 [{self.base}+{c.get('barriers') + 8 * (S + s)}], {4 * c.get('consumers')};  // %{c.name} empty[{s}]")
+        b("fence.mbarrier_init.release.cluster;")
+        b.put_label(done)
+        b("bar.sync 0;")
+        regions = [n for n in k.body if n.op is Op.WARPGROUP]
+        labels = [b.label("wg_" + "_".join(r.get("roles"))) for r in regions]
+        for r, lab in zip(regions, labels):
+            ids = r.get("ids")
+            p = b.reg("pred")
+            b(f"setp.ge.u32 {p}, {wg}, {ids[0]};")
+            q = b.reg("pred")
+            b(f"setp.le.u32 {q}, {wg}, {ids[-1]};")
+            b(f"and.pred {p}, {p}, {q};")
+            b(f"@{p} bra {lab};")
+        b("ret;")
+        for r, lab in zip(regions, labels):
+            b.put_label(lab)
+            self.region(r)
+            b("ret;")
+        params = ",\n".join(self.param_decl(p) for p in kernel_params(k))
+        head = [f".version {PTX_VERSION}", ".target sm_90a", ".address_size 64", "",
+                f"// generated by dgir from kernel %{k.name}", "",
+                ".extern .shared .align 1024 .b8 smem[];", "",
+                f".visible .entry {k.name}(\n{params})",
+                f".maxntid {threads}, 1, 1", ".minnctapersm 1", "{"]
+        return "\n".join(head + b.declarations() + b.lines + ["}", ""])
+
+    @staticmethod
+    def param_decl(p) -> str:
+        name, kind, _ = p
+        return {"tmap": f"  .param .align 64 .b8 {name}[128]", "ptr": f"  .param .u64 {name}",
+                "dim": f"  .param .u32 {name}"}[kind]
+
+    def region(self, r: Node) -> None:
+        b = self.b
+        self.env, self.tiles = {}, {}
+        roles = set(r.get("roles"))
+        regs = r.get("regs")
+        if regs is not None:
+            b(f"setmaxnreg.{'dec' if regs <= 168 else 'inc'}.sync.aligned.u32 {regs};")
+        self.wg_local = b.reg()
+        b(f"sub.u32 {self.wg_local}, {self.wg}, {r.get('ids')[0]};")
+        t = b.reg()
+        b(f"and.b32 {t}, {self.tid}, 127;")
+        self.wg_leader = b.reg("pred")
+        b(f"setp.eq.u32 {self.wg_leader}, {t}, 0;")
+        if roles == {"load"}:
+            # one thread issues every TMA; the rest of the producer warpgroup is done
+            b(f"@!{self.wg_leader} ret;")
+        # this thread's two accumulator rows inside the warpgroup's 64-row slice
+        self.row0 = b.reg()
+        q = b.reg()
+        b(f"shr.u32 {q}, {self.lane}, 2;")
+        b(f"mad.lo.u32 {self.row0}, {self.warp}, 16, {q};")
+        self.col0 = b.reg()
+        b(f"and.b32 {self.col0}, {self.lane}, 3;")
+        b(f"shl.b32 {self.col0}, {self.col0}, 1;")
+        self.body(r.body)
+
+    def body(self, nodes) -> None:
+        for n in nodes:
+            fn = EMIT.get(n.op)
+            if fn is None:
+                raise EmitError(f"the PTX emitter cannot lower `{n.op.value}` (did a pass not run?)")
+            fn(self, n)
+
+
+# --- per-op emission ------------------------------------------------------------------------------
+def _scalar(self: Emitter, n: Node) -> None:
+    b, a = self.b, n.args
+    d = b.reg()
+    op = n.op
+    if op is Op.CONST:
+        b(f"mov.u32 {d}, {n.get('value')};")
+    elif op is Op.SREG:
+        b(f"mov.u32 {d}, {'%ctaid.x' if n.get('which') == 'block_id' else '%nctaid.x'};")
+    elif op is Op.DIM:
+        p = self.decls[a[0]]
+        sym = p.type.shape[n.get("axis")]
+        b(f"ld.param.u32 {d}, [dim_{sym}];")
+    elif op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN):
+        ins = {Op.ADD: "add.s32", Op.SUB: "sub.s32", Op.MUL: "mul.lo.s32", Op.DIV: "div.u32",
+               Op.MOD: "rem.u32", Op.MIN: "min.s32"}[op]
+        b(f"{ins} {d}, {self.val(a[0])}, {self.val(a[1])};")
+    elif op is Op.CEILDIV:
+        t = b.reg()
+        b(f"add.s32 {t}, {self.val(a[0])}, {self.val(a[1])};")
+        b(f"sub.s32 {t}, {t}, 1;")
+        b(f"div.u32 {d}, {t}, {self.val(a[1])};")
+    elif op is Op.LT:
+        p = b.reg("pred")
+        b(f"setp.lt.s32 {p}, {self.val(a[0])}, {self.val(a[1])};")
+        b(f"selp.u32 {d}, 1, 0, {p};")
+    elif op in (Op.TILE_M, Op.TILE_N):
+        # persistent tile order: bands of `group` m blocks, m fastest inside a band (L2 reuse of B)
+        G, NB = n.get("group"), n.get("n_blocks")
+        t, mblocks = self.val(a[0]), self.val(a[1])
+        band, first, rows, idx = b.reg(), b.reg(), b.reg(), b.reg()
+        b(f"div.u32 {band}, {t}, {G * NB};")
+        b(f"mul.lo.u32 {first}, {band}, {G};")
+        b(f"sub.u32 {rows}, {mblocks}, {first};")
+        b(f"min.u32 {rows}, {rows}, {G};")
+        b(f"mul.lo.u32 {idx}, {band}, {G * NB};")
+        b(f"sub.u32 {idx}, {t}, {idx};")
+        if op is Op.TILE_M:
+            b(f"rem.u32 {d}, {idx}, {rows};")
+            b(f"add.u32 {d}, {d}, {first};")
+        else:
+            b(f"div.u32 {d}, {idx}, {rows};")
+    elif op is Op.LOAD_SCALE:
+        p = self.decls[a[0]]
+        ncols = p.type.shape[1]
+        ptr, off = b.reg("b64"), b.reg()
+        b(f"ld.param.u64 {ptr}, [ptr_{a[0]}];")
+        b(f"cvta.to.global.u64 {ptr}, {ptr};")
+        b(f"mad.lo.u32 {off}, {self.val(a[1])}, {ncols}, {self.val(a[2])};")
+        w = b.reg("b64")
+        b(f"mul.wide.u32 {w}, {off}, 4;")
+        b(f"add.s64 {ptr}, {ptr}, {w};")
+        d = b.reg("f32")
+        b(f"ld.global.nc.f32 {d}, [{ptr}];")
+    self.env[n.name] = d
+
+
+def _for(self: Emitter, n: Node) -> None:
+    b = self.b
+    start, stop, step = n.args
+    i = b.reg()
+    b(f"mov.u32 {i}, {self.val(start)};")
+    stop_r = self.val(stop)
+    head, end = b.label("for_" + n.name), b.label("end_" + n.name)
+    b.put_label(head)
+    p = b.reg("pred")
+    b(f"setp.ge.s32 {p}, {i}, {stop_r};")
+    b(f"@{p} bra {end};")
+    self.env[n.name] = i
+    self.body(n.body)
+    b(f"add.s32 {i}, {i}, {self.val(step)};")
+    b(f"bra.uni {head};")
+    b.put_label(end)
+
+
+def _if(self: Emitter, n: Node) -> None:
+    b = self.b
+    p, end = b.reg("pred"), b.label("endif")
+    b(f"setp.{'ne' if n.get('negate') else 'eq'}.u32 {p}, {self.val(n.args[0])}, 0;")
+    b(f"@{p} bra {end};")
+    self.body(n.body)
+    b.put_label(end)
+
+
+def _acquire(self: Emitter, n: Node) -> None:
+    addr, phase = self.barrier(n.args[0], n.args[1], "empty")
+    self.b(f"xor.b32 {phase}, {phase}, 1;        // a fresh empty barrier passes parity 1: slots start free")
+    self.wait_parity(addr, phase)
+
+
+def _wait(self: Emitter, n: Node) -> None:
+    self.wait_parity(*self.barrier(n.args[0], n.args[1], "full"))
+
+
+def _commit(self: Emitter, n: Node) -> None:
+    ch = self.decls[n.args[0]]
+    nbytes = sum(self.decls[r].type.nbytes for r in ch.args)
+    addr, _ = self.barrier(n.args[0], n.args[1], "full")
+    self.b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {nbytes};")
+
+
+def _release(self: Emitter, n: Node) -> None:
+    b = self.b
+    addr, _ = self.barrier(n.args[0], n.args[1], "empty")
+    p = b.reg("pred")
+    b(f"setp.eq.u32 {p}, {self.lane}, 0;")
+    b(f"@{p} mbarrier.arrive.shared::cta.b64 _, [{addr}];   // one arrival per consumer warp")
+
+
+def _tma_load(self: Emitter, n: Node) -> None:
+    ch, ctr, ring, param, c0, c1 = n.args
+    b = self.b
+    dst = self.smem_addr(ring, ctr)
+    full, _ = self.barrier(ch, ctr, "full")
+    tm = self.tmap(param)
+    b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], [{tm}, {{{self.val(c0)}, {self.val(c1)}}}], [{full}];")
+
+
+def _prefetch(self: Emitter, n: Node) -> None:
+    self.b(f"prefetch.tensormap [{self.tmap(n.args[0])}];")
+
+
+def _zero(self: Emitter, n: Node) -> None:
+    for r in self.tile(n.args[0]):
+        self.b(f"mov.f32 {r}, 0f00000000;")
+
+
+def _smem_read(self: Emitter, n: Node) -> None:
+    dst, ring, ctr = n.args
+    b = self.b
+    regs = self.tile(dst)
+    base = self.smem_addr(ring, ctr)
+    row = b.reg()
+    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.row0};")
+    b(f"mad.lo.u32 {row}, {row}, 4, {base};")
+    b(f"ld.shared.f32 {regs[0]}, [{row}];")
+    b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
+
+
+def _desc(self: Emitter, addr: str) -> str:
+    """64-bit wgmma descriptor: K-major, 128B swizzle, SBO 1024 (hopper-ptx.md §4.3)."""
+    b = self.b
+    lo, d = b.reg(), b.reg("b64")
+    b(f"shr.u32 {lo}, {addr}, 4;")
+    b(f"and.b32 {lo}, {lo}, 16383;")
+    b(f"or.b32 {lo}, {lo}, 65536;")
+    b(f"mov.b64 {d}, {{{lo}, 1073741888}};       // hi: SBO 64, layout 1 (128B swizzle)")
+    return d
+
+
+def _wgmma(self: Emitter, n: Node) -> None:
+    acc, a_ring, b_ring, ctr = n.args
+    b = self.b
+    N, K = n.get("n"), n.get("k")
+    a_slot = self.decls[a_ring]
+    kdt = self.decls[a_ring].type.dtype
+    kstep = {DType.e4m3: 32, DType.e5m2: 32, DType.bf16: 16, DType.f16: 16}[kdt]
+    row_bytes = a_slot.type.shape[1] * kdt.bits // 8
+    a_addr = self.smem_addr(a_ring, ctr)
+    b(f"mad.lo.u32 {a_addr}, {self.wg_local}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
+    da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
+    regs = self.tile(acc)
+    if len(regs) != N // 2:
+        raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
+    types = {DType.e4m3: "e4m3", DType.e5m2: "e5m2", DType.bf16: "bf16", DType.f16: "f16"}[kdt]
+    tail = ", 1, 1" + (", 0, 0" if kstep == 16 else "")
+    b("wgmma.fence.sync.aligned;")
+    for s in range(K // kstep):
+        scale_d = 1 if (s > 0 or n.get("scale_d", 1)) else 0
+        dA, dB = da, db
+        if s:
+            dA, dB = b.reg("b64"), b.reg("b64")
+            b(f"add.s64 {dA}, {da}, {2 * s};")
+            b(f"add.s64 {dB}, {db}, {2 * s};")
+        b(f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{types}.{types} "
+          f"{{{', '.join(regs)}}}, {dA}, {dB}, {scale_d}{tail};")
+    b("wgmma.commit_group.sync.aligned;")
+
+
+def _wgmma_wait(self: Emitter, n: Node) -> None:
+    self.b(f"wgmma.wait_group.sync.aligned {n.get('pending')};")
+
+
+def _scales(self: Emitter, sfa: str, sb0, sb1, n0, ncols: int) -> list[tuple[str, str]]:
+    """Per 8-column group j: (scale of row r0, scale of row r0+8) = sfa[row] * sfb[n block of col]."""
+    b = self.b
+    s = self.tile(sfa)
+    straddles = self.k.get("block_n") % 128 != 0 and 128 % self.k.get("block_n") != 0
+    s0a, s1a = b.reg("f32"), b.reg("f32")
+    b(f"mul.f32 {s0a}, {s[0]}, {self.val(sb0)};")
+    b(f"mul.f32 {s1a}, {s[1]}, {self.val(sb0)};")
+    if not straddles:
+        return [(s0a, s1a)] * (ncols // 8)
+    # the tile crosses a 128-row B-scale block at column `split` (a multiple of 8)
+    s0b, s1b, split = b.reg("f32"), b.reg("f32"), b.reg()
+    b(f"mul.f32 {s0b}, {s[0]}, {self.val(sb1)};")
+    b(f"mul.f32 {s1b}, {s[1]}, {self.val(sb1)};")
+    b(f"rem.u32 {split}, {self.val(n0)}, 128;")
+    b(f"sub.u32 {split}, 128, {split};")
+    out = []
+    for j in range(ncols // 8):
+        p, x, y = b.reg("pred"), b.reg("f32"), b.reg("f32")
+        b(f"setp.lt.u32 {p}, {8 * j}, {split};")
+        b(f"selp.f32 {x}, {s0a}, {s0b}, {p};")
+        b(f"selp.f32 {y}, {s1a}, {s1b}, {p};")
+        out.append((x, y))
+    return out
+
+
+def _promote(self: Emitter, n: Node) -> None:
+    acc, part, sfa, sb0, sb1, n0 = n.args
+    A, P = self.tile(acc), self.tile(part)
+    scales = _scales(self, sfa, sb0, sb1, n0, 2 * len(A))
+    for v in range(len(A)):
+        s = scales[v // 4][(v // 2) % 2]
+        self.b(f"fma.rn.f32 {A[v]}, {P[v]}, {s}, {A[v]};")
+
+
+def _scale(self: Emitter, n: Node) -> None:
+    acc, sfa, sb0, sb1, n0 = n.args
+    A = self.tile(acc)
+    scales = _scales(self, sfa, sb0, sb1, n0, 2 * len(A))
+    for v in range(len(A)):
+        self.b(f"mul.f32 {A[v]}, {A[v]}, {scales[v // 4][(v // 2) % 2]};")
+
+
+def _stage_out(self: Emitter, n: Node) -> None:
+    d_tile, acc = n.args
+    b = self.b
+    A = self.tile(acc)
+    BN = self.decls[d_tile].type.shape[1]
+    base = self.smem_addr(d_tile)
+    row = b.reg()
+    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.row0};")
+    addr = b.reg()
+    b(f"mad.lo.u32 {addr}, {row}, {BN}, {self.col0};")
+    b(f"mad.lo.u32 {addr}, {addr}, 2, {base};")
+    for j in range(len(A) // 4):
+        lo, hi = b.reg(), b.reg()
+        b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * j + 1]}, {A[4 * j]};")
+        b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * j + 3]}, {A[4 * j + 2]};")
+        b(f"st.shared.b32 [{addr}+{16 * j}], {lo};")
+        b(f"st.shared.b32 [{addr}+{16 * j + 8 * BN * 2}], {hi};   // row + 8")
+
+
+def _sync(self: Emitter, n: Node) -> None:
+    if n.get("fence_async"):
+        self.b("fence.proxy.async.shared::cta;      // st.shared -> visible to the TMA engine")
+    bar = self.b.reg()
+    self.b(f"add.u32 {bar}, {self.wg_local}, 1;")
+    self.b(f"bar.sync {bar}, 128;")
+
+
+def _tma_store(self: Emitter, n: Node) -> None:
+    param, d_tile, c0, c1 = n.args
+    b = self.b
+    skip = b.label("store_done")
+    self.if_leader(skip)
+    BN = self.decls[d_tile].type.shape[1]
+    src = self.smem_addr(d_tile)
+    b(f"mad.lo.u32 {src}, {self.wg_local}, {64 * BN * 2}, {src};")
+    row = b.reg()
+    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.val(c1)};")
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    p = b.reg("pred")
+    b(f"setp.ge.u32 {p}, {row}, {M};                // this warpgroup's rows lie past M")
+    b(f"@{p} bra {skip};")
+    tm = self.tmap(param)
+    b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{self.val(c0)}, {row}}}], [{src}];")
+    b("cp.async.bulk.commit_group;")
+    b.put_label(skip)
+
+
+def _tma_store_wait(self: Emitter, n: Node) -> None:
+    skip = self.b.label("store_wait_done")
+    self.if_leader(skip)
+    self.b(f"cp.async.bulk.wait_group{'.read' if n.get('read') else ''} 0;")
+    self.b.put_label(skip)
+
+
+EMIT = {op: _scalar for op in SCALAR_OPS}
+EMIT.update({Op.FOR: _for, Op.IF: _if, Op.ACQUIRE: _acquire, Op.WAIT: _wait, Op.COMMIT: _commit,
+             Op.RELEASE: _release, Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.ZERO: _zero,
+             Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait, Op.PROMOTE: _promote,
+             Op.SCALE: _scale, Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store,
+             Op.TMA_STORE_WAIT: _tma_store_wait})
+
+
+def emit_ptx(kernel: Node) -> str:
+    """PTX module text for a fully lowered kernel (the sm90a pipeline's output)."""
+    return Emitter(kernel).module()

@@ -1,0 +1,68 @@
+"""Load a compiled kernel on a device and launch it with tensors: tensor maps, grid, stream."""
+from __future__ import annotations
+
+import ctypes
+import threading
+
+from dgir.emitters.ptx import kernel_params
+from dgir.ir import DType, Op
+
+from . import driver
+
+# CUtensorMapDataType for our element types (FP8 travels as UINT8)
+TMA_DTYPE = {DType.e4m3: 0, DType.e5m2: 0, DType.e2m1: 0, DType.ue8m0: 0, DType.f16: 6, DType.f32: 7,
+             DType.bf16: 9, DType.i32: 3, DType.u32: 2}
+SWIZZLE = {0: 0, 32: 1, 64: 2, 128: 3}
+
+
+class LoadedKernel:
+    """A cubin loaded on one device, with its launch geometry taken from the kernel IR."""
+
+    def __init__(self, result, device_index: int):
+        k = result.ir
+        self.result = result
+        self.device_index = device_index
+        self.params = kernel_params(k)
+        self.decls = {n.name: n for n in k.body if n.op is Op.PARAM}
+        self.smem = k.get("smem_bytes")
+        self.threads = k.get("threads")
+        self.block_m, self.block_n = k.get("block_m"), k.get("block_n")
+        self.num_sms = k.get("num_sms")
+        self.n_blocks = -(-k.get("n") // self.block_n)
+        self.module = driver.load_module(result.cubin, device_index)
+        self.fn = self.module.function(result.name)
+        driver.set_max_dynamic_smem(self.fn, self.smem)
+        self._maps: dict = {}
+        self._lock = threading.Lock()
+
+    def tensor_map(self, name: str, t, rows: int):
+        """2-D map over a row-major tensor (innermost dim first), box from the param's attrs.
+
+        Maps depend only on the address, shape and strides: cache them per call signature, so a
+        warm call costs a dictionary look-up rather than a driver call."""
+        p = self.decls[name]
+        key = (name, t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+        tm = self._maps.get(key)
+        if tm is None:
+            esize = t.element_size()
+            tm = driver.encode_tensor_map(TMA_DTYPE[p.type.dtype], 2, t.data_ptr(), [t.shape[1], rows],
+                                          [t.stride(0) * esize], list(p.get("box")), SWIZZLE[p.get("swizzle", 0)])
+            with self._lock:
+                if len(self._maps) > 256:
+                    self._maps.clear()
+                self._maps[key] = tm
+        return tm
+
+    def launch(self, tensors: dict, m: int, stream_handle: int) -> None:
+        args = []
+        for ptx_name, kind, name in self.params:
+            if kind == "tmap":
+                t = tensors[name]
+                args.append(self.tensor_map(name, t, t.shape[0]))
+            elif kind == "ptr":
+                args.append(ctypes.c_uint64(tensors[name].data_ptr()))
+            else:
+                args.append(ctypes.c_uint32(m))
+        tiles = -(-m // self.block_m) * self.n_blocks
+        grid = max(1, min(tiles, self.num_sms))
+        driver.launch(self.fn, grid, self.threads, self.smem, args, stream_handle)
