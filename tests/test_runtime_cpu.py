@@ -277,3 +277,92 @@ def test_cache_concurrent_processes(tmp_path):
         p.join(60)
     assert [q.get(timeout=5) for _ in procs] == [True] * 6
     assert counter.read_text() == "x"
+
+
+# ------------------------------------------------------------------ on a GPU (skipped on CPU)
+
+_GPU_PTX = r"""
+.version 8.7
+.target sm_90a
+.address_size 64
+.extern .shared .align 1024 .b8 smem[];
+.visible .entry probe(.param .align 64 .b8 tmap[128], .param .u64 out, .param .u32 k)
+{
+  .reg .b64 %rd<8>; .reg .b32 %r<8>; .reg .pred %p<2>;
+  ld.param.u64 %rd0, [out]; cvta.to.global.u64 %rd0, %rd0;
+  ld.param.u32 %r0, [k];
+  mov.u32 %r1, %tid.x;
+  mov.u32 %r2, %ctaid.x;
+  mov.u32 %r3, %cluster_ctarank;
+  mad.lo.u32 %r4, %r2, 128, %r1;
+  mad.lo.u32 %r5, %r1, %r0, %r3;
+  mul.wide.u32 %rd1, %r4, 4;
+  add.s64 %rd2, %rd0, %rd1;
+  st.global.u32 [%rd2+64], %r5;
+  setp.ne.u32 %p0, %r4, 0;
+  @%p0 bra DONE;
+  ld.param.u64 %rd3, [tmap];
+  ld.param.u64 %rd4, [tmap+120];
+  st.global.u64 [%rd0], %rd3;
+  st.global.u64 [%rd0+8], %rd4;
+DONE:
+  ret;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_gpu_launch_end_to_end():
+    import torch
+
+    from dgir import toolchain as tc
+    dev = torch.device("cuda", 0)
+    drv.current_device_context(dev)
+    mod = drv.load_module(tc.assemble(_GPU_PTX).cubin, 0)
+    assert drv.load_module(tc.assemble(_GPU_PTX).cubin, 0) is mod
+    fn = mod.function("probe")
+    a = torch.zeros(256, 512, dtype=torch.uint8, device=dev)
+    tm = drv.encode_tensor_map(0, 2, a.data_ptr(), [512, 256], [512], [128, 64], 3)
+    out = torch.full((16 + 256,), -1, dtype=torch.int32, device=dev)
+    drv.launch(fn, (2, 1, 1), (128, 1, 1), 100 * 1024,
+               [tm, ctypes.c_uint64(out.data_ptr()), ctypes.c_uint32(3)],
+               cluster=(2, 1, 1), pdl=True)
+    torch.cuda.synchronize()
+    got = out.cpu()
+    t = torch.arange(128, dtype=torch.int32)
+    assert torch.equal(got[16:144], t * 3) and torch.equal(got[144:272], t * 3 + 1)
+    raw = bytes(tm)
+    assert got[:2].numpy().tobytes() == raw[:8] and got[2:4].numpy().tobytes() == raw[120:]
+    with pytest.raises(drv.CudaError, match="CUDA_ERROR"):
+        mod.function("no_such_kernel")
+
+
+@pytest.mark.gpu
+def test_gpu_sass_patched_kernel_runs():
+    import torch
+
+    from dgir import toolchain as tc
+    from dgir.runtime import sass
+    from test_sass import _ffma_ptx
+    dev = torch.device("cuda", 0)
+    drv.current_device_context(dev)
+    cubin = tc.assemble(_ffma_ptx()).cubin
+    r = sass.interleave_ffma_sass(cubin, "ffma_run")
+    assert r.patched > 0
+    results = []
+    x = torch.randn(131072 + 64, device=dev)
+    for image in (cubin, r.cubin):
+        buf = x.clone()
+        fn = drv.load_module(image, 0).function("ffma_run")
+        drv.launch(fn, 1, 32, 0, [ctypes.c_uint64(buf.data_ptr())])
+        torch.cuda.synchronize()
+        results.append(buf.cpu())
+    assert torch.equal(results[0], results[1])
+    n = 32
+    xs = x.cpu().view(-1)
+    s0, s1 = xs[131072:131072 + 32], xs[131073:131073 + 32]     # per-thread loads
+    for i in range(0, n, 7):
+        v = xs[32768 + i * 1024: 32768 + i * 1024 + 32].clone()   # c_i (offset 131072 + i*4096 B)
+        v = torch.addcmul(v, xs[i * 1024: i * 1024 + 32], s0)
+        v = v + s0 * s1
+        assert torch.allclose(results[0][i * 1024: i * 1024 + 32], v, rtol=1e-5, atol=1e-5)

@@ -110,6 +110,8 @@ def test_cuda_home_before_path(bare, tmp_path):
 
 @pytest.mark.parametrize("name", ["ptxas", "nvdisasm"])
 def test_wheel_fallback(bare, name):
+    if not [p for p in tc._wheel_candidates(name) if p.is_file()]:
+        pytest.skip(f"no NVIDIA wheel providing {name} is installed here")
     p = tc.find_tool(name)
     assert "site-packages" in p.parts and "nvidia" in p.parts and p.parent.name == "bin"
     assert p.name == name and os.access(p, os.X_OK)
