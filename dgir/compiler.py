@@ -98,6 +98,9 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
                       + (f"; missing {', '.join(missing)}" if missing else "")
                       + (f"; unknown {', '.join(unknown)}" if unknown else ""))
     operator.check(**dims)
+    from .pipeline import TARGETS
+    if target not in TARGETS:
+        raise OpError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
     if target != "sm90a":
         from .emitters import ascendc  # noqa: F401  (the Ascend path registers its own compile)
         raise OpError(f"target {target!r}: the Ascend pipeline is not available yet for {op}")
@@ -107,14 +110,32 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
     full = pipeline(target) if passes is None else list(passes)
     t0 = time.perf_counter()
     start_seq, lowering_name = 0, "lower_gemm"
+    earlier: list = []
     if from_ir is not None:
         text = Path(from_ir).read_text()
         kernel = parse_ir(text)
-        pos = parse_header(text).get("position", "00_x")
-        start_seq = int(pos.split("_", 1)[0]) if pos[:2].isdigit() else 0
-        done = pos.split("_", 1)[1] if "_" in pos else ""
-        names = [p.name for p in full]
-        full = full[names.index(done) + 1:] if done in names else full
+        pos = parse_header(text).get("position", "")
+        seq_s, _, done = pos.partition("_")
+        start_seq = int(seq_s) if seq_s.isdigit() else 0
+        if start_seq and start_seq <= len(full) and full[start_seq - 1].name == done:
+            full = full[start_seq:]                       # the pass at that position (also a 2nd run)
+        elif start_seq:
+            names = [p.name for p in full]
+            if done not in names:
+                raise OpError(f"{from_ir}: its position {pos!r} names no pass of the {target} pipeline "
+                              f"({', '.join(names)})")
+            full = full[names.index(done) + 1:]
+        cfg = _config_from_kernel(cfg, kernel, operator, from_ir) if config is None else cfg
+        if verify:
+            from .verifier import VerifyError, verify as _verify
+            try:
+                _verify(kernel)
+            except VerifyError as e:
+                raise VerifyError(f"{from_ir}: {e}") from None
+        # the stages before the resumed one, when they sit next to it: the new dump stays complete
+        for p in sorted(Path(from_ir).parent.glob("[0-9][0-9]_*.dgir")):
+            if p.stem[:2].isdigit() and int(p.stem[:2]) < start_seq and p.resolve() != Path(from_ir).resolve():
+                earlier.append((p.stem, parse_ir(p.read_text())))
     else:
         kernel = operator.lower(cfg)
     timings["lower"] = time.perf_counter() - t0
@@ -122,7 +143,8 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
     stages: list = []
     listeners = [lambda ev: stages.append((ev.stem, ev.after)),
                  lambda ev: timings.__setitem__(ev.stem, ev.seconds) if ev.seq else None]
-    if from_ir is not None:
+    if from_ir is not None and start_seq:    # (a dump without a position counts as the lowered IR)
+        stages.extend(earlier)
         stages.append((Path(from_ir).stem, kernel))
     final = run_pipeline(kernel, full, listeners, verify_each=verify, lowering_name=lowering_name,
                          start_seq=start_seq if from_ir else 0)
@@ -151,6 +173,19 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
     if dump_dir is not None:
         res.dump_dir = write_dumps(res, Path(dump_dir), _dump_name(op, dims, operator.compiled_dims, cfg.key()))
     return res
+
+
+def _config_from_kernel(cfg, kernel: Node, operator, from_ir):
+    """Resuming from a dump: the config is the one the dump was compiled with (its kernel attrs)."""
+    import dataclasses
+    if not dataclasses.is_dataclass(cfg):
+        return cfg
+    for d in operator.compiled_dims:
+        if kernel.get(d) is not None and getattr(cfg, d, kernel.get(d)) != kernel.get(d):
+            raise OpError(f"{from_ir} was compiled for {d}={kernel.get(d)}, not {d}={getattr(cfg, d)}")
+    over = {f.name: kernel.get(f.name) for f in dataclasses.fields(cfg)
+            if isinstance(kernel.get(f.name), type(getattr(cfg, f.name)))}
+    return dataclasses.replace(cfg, **over)
 
 
 def write_dumps(res: CompileResult, root: Path, name: str) -> Path:
