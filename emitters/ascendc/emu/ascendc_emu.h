@@ -433,7 +433,7 @@ struct Global {
   std::array<int, 16> mode0_sets_aic{}, mode0_sets_aiv{};
   std::vector<std::array<int, 16>> mode0_waits;
   int syncall_arrived[2] = {0, 0}, syncall_gen[2] = {0, 0};
-  int n_aic = 0, n_aiv = 0;
+  int n_aic = 0, n_aiv = 0, ratio = 1;
 };
 inline Global& G() { static Global g; return g; }
 inline int core_index(const CoreCtx& c) {
@@ -1348,12 +1348,12 @@ template <uint8_t modeId, pipe_t pipe> __aicore__ inline void CrossCoreSetFlag(u
     (c.is_aic ? g.mode0_sets_aic : g.mode0_sets_aiv)[flagId]++;
   } else if (modeId == 1) {
     if (c.is_aic) emu::fail("CrossCoreSetFlag mode 1 (AIV<->AIV of one core) called on AIC %s", c.name.c_str());
-    int base = g.n_aic + c.aic_id * c.sub_num;
-    for (int s = 0; s < c.sub_num; ++s) if (s != c.sub_idx) bump(base + s);
+    int base = g.n_aic + c.aic_id * g.ratio;
+    for (int s = 0; s < g.ratio; ++s) if (s != c.sub_idx) bump(base + s);
   } else if (modeId == 2 || modeId == 4) {
     if (c.is_aic) {
-      int base = g.n_aic + c.aic_id * c.sub_num;
-      int ns = modeId == 4 ? 1 : c.sub_num;
+      int base = g.n_aic + c.aic_id * g.ratio;
+      int ns = modeId == 4 ? 1 : g.ratio;
       if (g.n_aiv == 0) emu::fail("CrossCoreSetFlag<%u>: AIC %s has no AIV partner (launch mode has no vector cores)", modeId, c.name.c_str());
       for (int s = 0; s < ns; ++s) bump(base + s);
     } else {
@@ -1363,7 +1363,7 @@ template <uint8_t modeId, pipe_t pipe> __aicore__ inline void CrossCoreSetFlag(u
       } else {
         // 1:2 AIV->AIC: the AIC's flag fires once both AIVs have set it
         g.half2[me][flagId]++;
-        int base = g.n_aic + c.aic_id * c.sub_num;
+        int base = g.n_aic + c.aic_id * g.ratio;
         bool all = true;
         for (int s = 0; s < c.sub_num; ++s) all = all && g.half2[base + s][flagId] > 0;
         if (all) {
@@ -1467,7 +1467,7 @@ template <typename F, typename... Args> void Launch(F kernel, uint32_t numBlocks
     g.half2.assign(ctx.size(), std::array<int, 16>{});
     g.mode0_waits.assign(ctx.size(), std::array<int, 16>{});
     g.mode0_sets_aic = {}; g.mode0_sets_aiv = {};
-    g.n_aic = n_aic; g.n_aiv = n_aiv;
+    g.n_aic = n_aic; g.n_aiv = n_aiv; g.ratio = (mode == Mode::AIV_ONLY) ? 1 : ratio;
     g.alive = (int)ctx.size();
     g.syncall_arrived[0] = g.syncall_arrived[1] = 0;
   }
