@@ -452,10 +452,12 @@ class _Machine:
                 alive.remove(t)
             except DeadlockError:
                 raise
-            except InterpError as e:
+            except Exception as e:
                 where = f"CTA {block_id}, {t.label()}"
                 where += f", at `{print_node(t.cur).strip()}`" if t.cur is not None else ", at the end of the task"
-                raise type(e)(f"{where}: {e}") from None
+                if isinstance(e, InterpError):
+                    raise type(e)(f"{where}: {e}") from None
+                raise InterpError(f"{where}: {type(e).__name__}: {e}") from e
         while cta.copies:              # loads issued but never committed: harmless, drain them
             self._land(cta.copies.pop())
 
@@ -543,6 +545,8 @@ class _Machine:
             if p not in self.tensors:
                 raise InterpError(f"dim of unknown param %{p}")
             ax = n.get("axis", 0)
+            if not 0 <= ax < self.tensors[p].dim():
+                raise InterpError(f"dim axis {ax} of rank-{self.tensors[p].dim()} param %{p}")
             return int(self.tensors[p].shape[ax])
         if op is Op.LOAD_SCALE:
             p, r, c = n.args
@@ -575,13 +579,13 @@ class _Machine:
             v = a - b
         elif op is Op.MUL:
             v = a * b
-        elif op in (Op.DIV, Op.MOD, Op.CEILDIV):
+        elif op is Op.CEILDIV:
+            if b <= 0:
+                raise InterpError(f"ceildiv by {b}")
+            v = -(-a // b)
+        elif op in (Op.DIV, Op.MOD):
             if b == 0:
                 raise InterpError(f"{op.value} by zero")
-            if op is Op.CEILDIV:
-                a, b = a + b - 1, b if b > 0 else None
-                if b is None:
-                    raise InterpError("ceildiv by a negative number")
             q = abs(a) // abs(b)
             q = q if (a >= 0) == (b > 0) else -q       # C: truncate toward zero
             v = a - b * q if op is Op.MOD else q

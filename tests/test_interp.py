@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dgir import interp
 from dgir.interp import (DeadlockError, InterpError, RaceError, calc_diff, fp8_gemm_inputs, fp8_gemm_reference,
                          run_kernel)
 from dgir.ir import DType, Node, Op, Type
 from dgir.ops import get_operator
-from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+from dgir.ops.fp8_gemm import Fp8GemmConfig, legal_block_ns, lower
+from dgir.parser import parse_ir
+from dgir.printer import print_ir
 
 
 # --- helpers ------------------------------------------------------------------------------------
@@ -155,8 +159,7 @@ def test_inputs_not_modified_and_output_fresh():
     before = {key: v.clone() for key, v in inp.items()}
     out = run_kernel(kern, inp)
     for key, v in inp.items():
-        assert torch.equal(v.view(torch.uint8) if v.dtype == torch.float8_e4m3fn else v.view(torch.int8),
-                           before[key].view(torch.uint8) if v.dtype == torch.float8_e4m3fn else before[key].view(torch.int8))
+        assert torch.equal(v.view(torch.uint8), before[key].view(torch.uint8)), key
     assert set(out) == {"D"}
     del inp["D"]          # an output left out starts poisoned and is still fully written
     check_close(run_kernel(kern, inp)["D"], {**inp})
@@ -176,6 +179,30 @@ def test_tile_order_covers_every_tile():
     kern = gemm_kernel(n, k, bm=64, bn=128, num_sms=7, group=3)
     D, inp = run_gemm(kern, m, n, k)
     check_close(D, inp)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(m=st.integers(1, 200), n8=st.integers(1, 40), k16=st.integers(1, 24), bm=st.sampled_from([64, 128]),
+       bn_i=st.integers(0, 100), stages=st.integers(1, 4), sms=st.integers(1, 6), group=st.integers(1, 4),
+       seed=st.integers(0, 1000))
+def test_random_configs_match_reference_and_are_seed_independent(m, n8, k16, bm, bn_i, stages, sms, group, seed):
+    n, k = 8 * n8, 16 * k16
+    bns = legal_block_ns(n)
+    bn = bns[bn_i % len(bns)]
+    kern = gemm_kernel(n, k, bm=bm, bn=bn, stages=stages, num_sms=sms, group=group)
+    inp = fp8_gemm_inputs(m, n, k, seed=seed)
+    D = run_kernel(kern, inp, seed=seed)["D"]
+    check_close(D, inp)
+    assert torch.equal(bits(D), bits(run_kernel(kern, inp, seed=seed + 1)["D"]))
+
+
+def test_parsed_text_runs_identically():
+    kern = gemm_kernel(160, 272, bm=64, bn=160, stages=3)
+    inp = fp8_gemm_inputs(70, 160, 272, seed=9)
+    d0 = run_kernel(kern, inp)["D"]
+    d1 = run_kernel(parse_ir(print_ir(kern)), inp)["D"]
+    check_close(d0, inp)
+    assert torch.equal(bits(d0), bits(d1))
 
 
 # --- equivalence of the promotion rewrite ---------------------------------------------------------
