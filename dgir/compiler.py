@@ -161,7 +161,7 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
         asm = toolchain.assemble(res.ptx)
         timings["ptxas"] = time.perf_counter() - t0
         res.cubin, res.resources, res.warnings = asm.cubin, asm.resources, asm.warnings
-        if dump_dir is not None or env().jit_dump_sass:
+        if dump_dir is not None or env().dump_sass:
             t0 = time.perf_counter()
             try:
                 res.sass = toolchain.disassemble(res.cubin)

@@ -7,6 +7,7 @@ Every call runs a kernel dgir generated; there is no fallback to torch or cuBLAS
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import torch
@@ -121,20 +122,30 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     kernel.launch({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb, "D": d}, M, stream)
 
 
-def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None):
-    """Compile (or fetch) the kernel for this shape's config and load it on `device`."""
-    from .runtime.launcher import LoadedKernel
+@functools.lru_cache(maxsize=4096)
+def _config(op: str, m: int, n: int, k: int):
     from .ops import get_operator
-    dev = torch.device(device).index if torch.device(device).index is not None else torch.cuda.current_device()
-    cfg = config or get_operator(op).choose_config(m=m, n=n, k=k)
+    return get_operator(op).choose_config(m=m, n=n, k=k)
+
+
+def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,
+               sass_interleave: bool | None = None):
+    """Compile (or fetch) the kernel for this shape's config and load it on `device`.
+
+    Warm calls cost one dict look-up: the key is (op, config, device, variant)."""
+    dev = device.index if isinstance(device, torch.device) and device.index is not None else torch.device(device).index
+    cfg = config or _config(op, m, n, k)
     key = (op, cfg, dev, variant)
     kern = _kernels.get(key)
     if kern is None:
+        from .runtime.launcher import LoadedKernel
+        if sass_interleave is None:
+            sass_interleave = env().sass_interleave
         with _lock:
             kern = _kernels.get(key)
             if kern is None:
-                res = _compile_cached(op, cfg, m, n, k, passes)
-                if env().print_configs:
+                res = _compile_cached(op, cfg, m, n, k, passes, sass_interleave)
+                if env().print_configs or env().jit_debug:
                     print(f"dgir: {op} m={m} n={n} k={k} -> {cfg}")
                 from .runtime import driver
                 driver.current_device_context(dev)
@@ -142,20 +153,35 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
     return kern
 
 
-def _compile_cached(op, cfg, m, n, k, passes):
+def _compile_cached(op, cfg, m, n, k, passes, sass_interleave=False):
     """Lowering and passes always run (they are cheap and give the IR); ptxas only on a cache miss.
     The key covers the final IR, the pipeline identity (pass names + sources) and the toolchain."""
     from . import __version__, toolchain
     from .printer import print_ir
     from .runtime.cache import KernelCache, make_key
     res = compiler.compile(op, m=m, n=n, k=k, config=cfg, passes=passes, assemble=False)
-    key = make_key(print_ir(res.ir), res.pipeline_id, toolchain.toolchain_versions(), __version__)
+    from .runtime import sass
+    key = make_key(print_ir(res.ir), res.pipeline_id, toolchain.toolchain_versions(), __version__,
+                   f"sass_interleave={sass.SOURCE_ID if sass_interleave else 'off'}")
 
     def build():
         asm = toolchain.assemble(res.ptx)
         res.resources, res.warnings = asm.resources, asm.warnings
-        return {"kernel.ptx": res.ptx.encode(), "kernel.cubin": asm.cubin}
+        files = {"kernel.ptx": res.ptx.encode(), "kernel.cubin": asm.cubin}
+        if sass_interleave:
+            # SASS-level pass over the cubin, with its own before/after listing
+            patched = sass.interleave_ffma_sass(asm.cubin, res.name)
+            files.update({"kernel.cubin": patched.cubin, "before.sass": patched.before_sass.encode(),
+                          "after.sass": patched.after_sass.encode(),
+                          "sass_patch.txt": f"runs {patched.runs} patched {patched.patched}\n".encode()})
+        return files
 
     files, _ = KernelCache().get_or_put(key, build)
     res.cubin = files["kernel.cubin"]
+    res.sass_patch = files.get("sass_patch.txt", b"").decode()
+    if env().dump_ptx:
+        print(res.ptx)
+    if env().dump_sass:
+        from .toolchain import disassemble
+        print(disassemble(res.cubin))
     return res

@@ -1,0 +1,77 @@
+"""Research passes used by the benchmark's ablation rows (also an example of user passes).
+
+Neither computes the block-scaled GEMM correctly for arbitrary scales: they exist to measure what
+promote_scales costs and what it buys.
+"""
+from __future__ import annotations
+
+from dgir.ir import DType, Node, Op, Type
+from dgir.passes import Pass
+
+
+class CeilingNoPromotion(Pass):
+    """Ablation, not a correct kernel: one FP32 tensor-core accumulator over all of K, unit scales.
+    Each `mma_scaled` becomes `wgmma(acc, scale_d=1)` + `wgmma_wait 0`; the scale loads and the
+    promotion FFMAs disappear.  Its speed is the ceiling promote_scales is measured against."""
+    name = "ceiling_no_promotion"
+
+    def run(self, kernel: Node) -> Node:
+        def rewrite(body):
+            out = []
+            for n in body:
+                if n.body:
+                    n = n.with_body(rewrite(n.body))
+                if n.op is Op.LOAD_SCALE:
+                    continue
+                if n.op is Op.MMA_SCALED:
+                    acc, a, b, ctr = n.args[:4]
+                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma"}),
+                            Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
+                    continue
+                out.append(n)
+            return out
+        return kernel.with_body(rewrite(kernel.body))
+
+
+class ScaleAtEnd(Pass):
+    """Ablation: accumulate all of K in the tensor-core accumulator and apply the scales once, after
+    the k-loop, using the last K block's scales.  Exact only when scales do not vary along K; with
+    per-block scales it shows what the per-128-K promotion buys in accuracy."""
+    name = "scale_at_end"
+
+    def run(self, kernel: Node) -> Node:
+        def rewrite(body, nkb=None):
+            out = []
+            for n in body:
+                if n.op is Op.FOR and any(c.op is Op.MMA_SCALED for c in n.body):
+                    loop = n.with_body(rewrite(n.body))
+                    mma = next(c for c in n.body if c.op is Op.MMA_SCALED)
+                    _, _, _, _, sfa, sb0, sb1, n0 = mma.args
+                    rows = [c for c in n.body if c.op is Op.LOAD_SCALE]
+                    out.append(loop)
+                    last = n.args[1] - 1
+                    for r in rows:
+                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", (r.args[0], r.args[1], last), Type(DType.f32), {"role": "mma"}))
+                    out.append(Node(Op.SCALE, "", ("acc", sfa, sb0 + "_end", sb1 + "_end", n0), None, {"role": "mma"}))
+                    continue
+                if n.body:
+                    n = n.with_body(rewrite(n.body))
+                if n.op is Op.MMA_SCALED:
+                    acc, a, b, ctr = n.args[:4]
+                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma"}),
+                            Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
+                    continue
+                out.append(n)
+            return out
+        return kernel.with_body(rewrite(kernel.body))
+
+
+def pipeline_with(replace: dict | None = None, drop: tuple = ()) -> list:
+    """The sm90a pipeline with passes replaced (name -> pass) or dropped."""
+    from dgir.pipeline import pipeline
+    out = []
+    for p in pipeline("sm90a"):
+        if p.name in drop:
+            continue
+        out.append((replace or {}).get(p.name, p))
+    return out

@@ -1,0 +1,43 @@
+"""Measuring conventions shared by the benchmark scripts (../shared/docs/baselines.md)."""
+from __future__ import annotations
+
+import datetime
+import json
+import subprocess
+
+import torch
+
+
+def do_bench(fn) -> float:
+    """Median milliseconds with L2 flushed before each call (triton's timer)."""
+    from triton.testing import do_bench as tdb
+    return tdb(fn, warmup=25, rep=200, return_mode="median")
+
+
+def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """DeepGEMM's metric: 1 - 2 sum(xy) / sum(x^2 + y^2), in float64."""
+    x, y = x.double(), y.double()
+    denom = (x * x + y * y).sum()
+    return float(1 - 2 * (x * y).sum() / denom) if denom > 0 else 0.0
+
+
+def copy_gbps(device) -> float:
+    x = torch.empty(2 << 30, dtype=torch.uint8, device=device)
+    y = torch.empty_like(x)
+    ms = do_bench(lambda: y.copy_(x))
+    del x, y
+    return 2 * (2 << 30) / ms / 1e6
+
+
+def header(device) -> dict:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        rev = ""
+    return {"device": torch.cuda.get_device_name(device), "git_rev": rev or None,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def write(path, doc) -> None:
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)

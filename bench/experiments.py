@@ -1,0 +1,85 @@
+"""Tuning experiments: time hand-picked configs and pass variants of fp8_gemm_nt side by side.
+
+    python bench/experiments.py --out exp.json  "4096,7168,2048:bm=128,bn=128,s=5:noint" ...
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ablations import CeilingNoPromotion, ScaleAtEnd, pipeline_with  # noqa: E402
+from common import calc_diff, do_bench, header, write  # noqa: E402
+from fp8_gemm_nt import make_inputs  # noqa: E402
+
+from dgir import deep_gemm  # noqa: E402
+from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
+
+VARIANTS = {
+    "default": lambda: None,
+    "noint": lambda: pipeline_with(drop=("interleave_ffma", "schedule_mma")),
+    "nopref": lambda: pipeline_with(drop=("prefetch_tma_descriptors",)),
+    "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
+    "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
+}
+
+
+def run_one(spec: str, device, spread=2.0):
+    shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
+    variant = variant or "default"
+    sass = variant.endswith("+sass")
+    variant_base = variant.removesuffix("+sass")
+    m, n, k = map(int, shape.split(","))
+    kw = dict(x.split("=") for x in cfgs.split(",") if x)
+    cfg = None
+    if kw:
+        cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
+                            stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)))
+    A, sfa, B, sfb, ref = make_inputs(m, n, k, device, spread)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
+    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
+                                variant=spec, config=cfg, sass_interleave=sass)
+    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
+    stream = torch.cuda.current_stream(device).cuda_stream
+    run = lambda: kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, stream)  # noqa: E731
+    run()
+    torch.cuda.synchronize()
+    out = d.double()
+    diff = calc_diff(out, ref) if bool(torch.isfinite(out).all()) else float("nan")
+    ms = do_bench(run)
+    nbytes = m * k + n * k + m * n * 2 + sfa.numel() * 4 + sfb.numel() * 4
+    res = kern.result
+    return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
+            "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
+            "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,
+            "sass_patch": getattr(res, "sass_patch", "")}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--spread", type=float, default=2.0)
+    ap.add_argument("specs", nargs="+")
+    args = ap.parse_args()
+    device = torch.device("cuda", 0)
+    doc = header(device)
+    doc["rows"] = []
+    for spec in args.specs:
+        t0 = time.time()
+        try:
+            r = run_one(spec, device, args.spread)
+        except Exception as e:
+            r = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:400]}"}
+        r["wall_s"] = round(time.time() - t0, 2)
+        print(r, flush=True)
+        doc["rows"].append(r)
+        write(args.out, doc)
+
+
+if __name__ == "__main__":
+    main()
