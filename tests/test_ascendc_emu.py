@@ -39,6 +39,7 @@ BUILDS = {
     "vec_950": ("vec_scaled_add.cpp", ["-DEMU_ARCH=3510"]),
     "vec_910b": ("vec_scaled_add.cpp", ["-DEMU_ARCH=2201"]),
     "mix_950": ("mix_handoff.cpp", ["-DEMU_ARCH=3510"]),
+    "fp_convert": ("fp_convert.cpp", ["-DEMU_ARCH=3510"]),
 }
 
 
@@ -112,6 +113,36 @@ def test_kernels_pass_decls_syntax_check(arch):
 def test_decls_header_is_labelled():
     head = DECLS_H.read_text().splitlines()[0]
     assert "spelling check from public documentation; not verified against CANN" in head
+
+
+# ----------------------------------------------------------------------------- numeric types
+def test_fp_conversions_match_torch(bins, tmp_path):
+    g = torch.Generator().manual_seed(1)
+    x = torch.cat([
+        torch.randn(4000, generator=g) * torch.exp2(torch.randint(-20, 20, (4000,), generator=g).float()),
+        torch.tensor([0.0, -0.0, 1.0, float('inf'), -float('inf'), 3.0, 0.75, 2.0 ** -127 * 1.5, -1.5, 448.0, 464.0, 465.0, 480.0, 57344.0, 61440.0, 65504.0, 65520.0, 1e-8,
+                      2.0 ** -9, 2.0 ** -10, 3 * 2.0 ** -10, 2.0 ** -16, 2.0 ** -17, 0.25, 0.75, 1.25, 2.5, 5.0, 6.0, 7.0]),
+        # exact ties at bf16 / fp8 granularity
+        (torch.randint(-2000, 2000, (500,), generator=g).float() + 0.5) * 2.0 ** -7,
+    ]).float()
+    x.numpy().tofile(tmp_path / "x.bin")
+    r = run(bins["fp_convert"], tmp_path / "x.bin", tmp_path / "o.bin")
+    assert r.returncode == 0, r.stderr
+    o = torch.from_numpy(np.fromfile(tmp_path / "o.bin", dtype=np.uint8)).view(-1, 8)
+    u16 = lambda lo: (o[:, lo].int() | (o[:, lo + 1].int() << 8))
+    assert torch.equal(u16(0), x.bfloat16().view(torch.int16).int() & 0xFFFF)
+    assert torch.equal(u16(2), x.half().view(torch.int16).int() & 0xFFFF)
+    assert torch.equal(o[:, 4], x.to(torch.float8_e4m3fn).view(torch.uint8))
+    assert torch.equal(o[:, 5], x.to(torch.float8_e5m2).view(torch.uint8))
+    assert torch.equal(o[:, 6], x.to(torch.float8_e8m0fnu).view(torch.uint8))
+    # e2m1 (no torch cast): values {0,.5,1,1.5,2,3,4,6}, RNE, saturating
+    grid = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6])
+    ax = x.abs().clamp(max=6.0)
+    idx = (o[:, 7] & 7).long()
+    got = grid[idx] * torch.where((o[:, 7] & 8) > 0, -1.0, 1.0)
+    err = (got.abs() - ax).abs()
+    best = (grid[None, :] - ax[:, None]).abs().min(dim=1).values
+    assert torch.allclose(err, best)
 
 
 # ----------------------------------------------------------------------------- (a) cube GEMM

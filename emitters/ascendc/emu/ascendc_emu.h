@@ -93,6 +93,7 @@ inline float b2f(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
 inline uint32_t f2b(float f) { uint32_t b; std::memcpy(&b, &f, 4); return b; }
 
 struct Fmt { int ebits, mbits, bias; int kind; };  // kind 0: IEEE (inf+nan), 1: "fn" (all-ones=NaN, no inf), 2: no inf/nan (saturate)
+// kind 1 (e4m3fn) overflow (incl. +-inf) saturates to +-448 like torch's cast; NaN -> 0x7F/0xFF
 constexpr Fmt kHalf{5, 10, 15, 0}, kE4M3{4, 3, 7, 1}, kE5M2{5, 2, 15, 0}, kE2M1{2, 1, 1, 2};
 
 inline double mf_max(Fmt f) {
@@ -132,9 +133,8 @@ inline uint32_t mf_encode(float x, Fmt f) {
   double mx = mf_max(f);
   if (std::isnan(x)) return (f.kind == 2 ? (sign | mf_encode_abs(mx, f)) : (sign | nan_enc));
   double a = std::fabs((double)x);
-  auto overflow = [&]() -> uint32_t {
+  auto overflow = [&]() -> uint32_t {  // as torch: IEEE formats -> inf, "fn"/no-inf formats saturate to max
     if (f.kind == 0) return sign | inf_enc;
-    if (f.kind == 1) return sign | nan_enc;
     return sign | mf_encode_abs(mx, f);
   };
   if (std::isinf(a)) return overflow();
@@ -191,16 +191,16 @@ struct fp8_e5m2_t {
   fp8_e5m2_t(float f) : bits((uint8_t)emu::fp::mf_encode(f, emu::fp::kE5M2)) {}
   operator float() const { return emu::fp::table8<1>()[bits]; }
 };
-// e8m0 (torch float8_e8m0fnu): value 2^(bits-127), 0xFF = NaN.  Encode rounds the fp32 mantissa (RNE).
+// e8m0 (torch float8_e8m0fnu): value 2^(bits-127), 0xFF = NaN.
 struct fp8_e8m0_t {
   uint8_t bits;
   fp8_e8m0_t() = default;
   fp8_e8m0_t(float f) {
-    uint32_t u = emu::fp::f2b(f);
-    if (std::isnan(f) || f <= 0 || std::isinf(f)) { bits = 0xFF; return; }
+    // as torch float8_e8m0fnu: sign ignored, exponent of |f| rounded half-up on the fp32 mantissa
+    uint32_t u = emu::fp::f2b(f) & 0x7FFFFFFFu;
+    if (std::isnan(f) || std::isinf(f)) { bits = 0xFF; return; }
     uint32_t e = (u >> 23) & 0xFF, m = u & 0x7FFFFF;
-    if (e == 0) { bits = 0; return; }
-    if (m > 0x400000u || (m == 0x400000u && (e & 1u))) ++e;
+    if (m > 0x400000u || (m == 0x400000u && e != 0)) ++e;
     bits = (uint8_t)(e > 254 ? 0xFF : e);
   }
   operator float() const { return bits == 0xFF ? NAN : (float)std::ldexp(1.0, (int)bits - 127); }
