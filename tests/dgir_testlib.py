@@ -4,6 +4,8 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
+import pytest
+
 from dgir.ir import Node, Op
 from dgir.ops.fp8_gemm import Fp8GemmConfig, legal_block_ns, lower, max_stages
 from dgir.pipeline import pipeline, run_pipeline
@@ -54,6 +56,16 @@ def final(cfg: Fp8GemmConfig = DEFAULT) -> Node:
     return stages_for(cfg)[-1][1]
 
 
+@pytest.fixture
+def emitter(monkeypatch):
+    """The PTX emitter: the real one when it imports, else a stub (so the compile path up to PTX runs)."""
+    import importlib
+    mod = importlib.import_module("dgir.emitters.ptx")
+    if not hasattr(mod, "emit_ptx"):
+        monkeypatch.setattr(mod, "emit_ptx", lambda k: f"// stub PTX for {k.name}\n.version 8.0\n", raising=False)
+    return mod.emit_ptx
+
+
 # --- IR surgery ---------------------------------------------------------------------------
 def edit(kernel: Node, pred, fn, count: int | None = 1) -> Node:
     """Apply fn to the first `count` nodes (None: all) under the kernel matching pred."""
@@ -88,4 +100,4 @@ def k_loops(kernel: Node) -> list[Node]:
 
 
 __all__ = ["CONFIGS", "SOME_CONFIGS", "DEFAULT", "cfg_id", "stages_for", "stage", "final", "edit", "region",
-           "k_loops", "replace"]
+           "k_loops", "replace", "emitter"]
