@@ -1,0 +1,306 @@
+"""Each sm90a pass's dump has the structure it promises (golden patterns, FileCheck-like)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+from dgir_testlib import CONFIGS, DEFAULT, SOME_CONFIGS, cfg_id, k_loops, region, stage, stages_for
+
+import dgir
+from dgir.ir import SCALAR_OPS, Node, Op
+from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+from dgir.passes import Pass
+from dgir.passes import (allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors,
+                         promote_scales, schedule_mma)
+from dgir.pipeline import pipeline
+
+
+# --- a small FileCheck ---------------------------------------------------------------------------
+def filecheck(text: str, spec: str) -> None:
+    """`CHECK: re` matches a later line (in order), `CHECK-NEXT: re` the very next line,
+    `CHECK-NOT: re` must not match between the previous and the next CHECK match."""
+    lines = text.splitlines()
+    pos = 0                              # next line to look at
+    nots: list[str] = []
+    for raw in spec.strip().splitlines():
+        kind, _, pat = raw.strip().partition(":")
+        pat = pat.strip()
+        if kind == "CHECK-NOT":
+            nots.append(pat)
+            continue
+        if kind == "CHECK-NEXT":
+            assert pos < len(lines) and re.search(pat, lines[pos]), \
+                f"CHECK-NEXT: {pat!r} does not match line {pos + 1}: {lines[pos] if pos < len(lines) else '<eof>'!r}"
+            hit = pos
+        elif kind == "CHECK":
+            hit = next((i for i in range(pos, len(lines)) if re.search(pat, lines[i])), None)
+            assert hit is not None, f"CHECK: {pat!r} not found after line {pos}"
+        else:
+            raise ValueError(f"bad directive {raw!r}")
+        for bad in nots:
+            for i in range(pos, hit):
+                assert not re.search(bad, lines[i]), f"CHECK-NOT: {bad!r} matched line {i + 1}: {lines[i]!r}"
+        nots = []
+        pos = hit + 1
+    for bad in nots:
+        for i in range(pos, len(lines)):
+            assert not re.search(bad, lines[i]), f"CHECK-NOT: {bad!r} matched line {i + 1}: {lines[i]!r}"
+
+
+def test_filecheck_itself():
+    filecheck("a\nb\nc\n", "CHECK: a\nCHECK-NEXT: b\nCHECK-NOT: x\nCHECK: c")
+    for bad in ("CHECK: c\nCHECK: a", "CHECK: a\nCHECK-NEXT: c", "CHECK: a\nCHECK-NOT: b\nCHECK: c", "CHECK-NOT: c"):
+        with pytest.raises(AssertionError):
+            filecheck("a\nb\nc\n", bad)
+
+
+def text(cfg, name):
+    return dgir.print_ir(stage(cfg, name))
+
+
+# --- every pass -----------------------------------------------------------------------------------
+def test_pipeline_passes_are_named_documented_objects():
+    passes = pipeline("sm90a")
+    names = [p.name for p in passes]
+    assert names == ["promote_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
+                     "interleave_ffma", "allocate_smem"]
+    for p in passes:
+        assert isinstance(p, Pass)
+        assert len((type(p).__doc__ or "").strip()) > 80, p.name
+        assert re.fullmatch(r"\w+:[0-9a-f]{12}", p.identity())
+
+
+@pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
+def test_passes_are_pure_functions(cfg):
+    k = lower(cfg)
+    for p in pipeline("sm90a"):
+        again = p.run(k)
+        assert p.run(k) == again            # deterministic, input untouched
+        k = again
+
+
+# --- promote_scales -------------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
+def test_promote_scales(cfg):
+    before = stage(cfg, "lower_gemm")
+    k = stage(cfg, "promote_scales")
+    assert before.find(Op.MMA_SCALED) and not k.find(Op.MMA_SCALED)
+    assert k.decl("part").type == k.decl("acc").type
+    filecheck(dgir.print_ir(k), rf"""
+        CHECK: %acc = regs : f32\[64, {cfg.block_n}\]
+        CHECK: %part = regs : f32\[64, {cfg.block_n}\]
+        CHECK: %kb = for\(0, {cfg.k_blocks}, 1\) \[role="mma"\]
+        CHECK: %sb0 = load_scale\(%SFB, %sb_row0, %kb\)
+        CHECK-NEXT: %sb1 = load_scale\(%SFB, %sb_row1, %kb\)
+        CHECK-NEXT: wait\(%ab, %ctr\)
+        CHECK-NEXT: smem_read\(%sfa, %sfa_ring, %ctr\)
+        CHECK-NEXT: wgmma\(%part, %a_ring, %b_ring, %ctr\) \[k=128, n={cfg.block_n}, role="mma", scale_d=0\]
+        CHECK-NEXT: wgmma_wait \[pending=0, role="mma"\]
+        CHECK-NEXT: release\(%ab, %ctr\)
+        CHECK-NEXT: promote\(%acc, %part, %sfa, %sb0, %sb1, %n0\)
+        CHECK-NEXT: \}}
+        CHECK-NOT: mma_scaled
+        CHECK: stage_out\(%d_tile, %acc\)
+    """)
+    # each k-loop: wgmma [scale_d=0] -> wgmma_wait -> release -> promote, in that order
+    for loop in k_loops(k):
+        ops = [c.op for c in loop.body if c.op in (Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)]
+        assert ops == [Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE]
+        assert all(c.get("scale_d") == 0 for c in loop.body if c.op is Op.WGMMA)
+
+
+@pytest.mark.parametrize("block_n,straddles", [(96, True), (160, True), (112, True), (128, False), (64, False)])
+def test_promote_scales_straddling_b_scale_blocks(block_n, straddles):
+    cfg = Fp8GemmConfig(n=1536, k=256, block_m=128, block_n=block_n, stages=3)
+    k = stage(cfg, "promote_scales")
+    loop = k_loops(k)[0]
+    promote = next(c for c in loop.body if c.op is Op.PROMOTE)
+    scales = {c.name: c for c in loop.body if c.op is Op.LOAD_SCALE}
+    sb0, sb1 = (scales[a] for a in promote.args[3:5])
+    assert (sb0.args[1], sb1.args[1]) == ("sb_row0", "sb_row1")   # both B-scale rows reach the promotion
+    # some tile really straddles a 128-row scale block exactly when 128 % block_n != 0
+    assert any((n0 // 128) != ((n0 + block_n - 1) // 128) for n0 in range(0, cfg.n, block_n)) == straddles
+
+
+def test_promote_scales_without_mma_scaled_is_identity():
+    k = stage(DEFAULT, "promote_scales")
+    assert promote_scales.PASS.run(k) == k
+
+
+# --- prefetch_tma_descriptors ------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
+def test_prefetch_tma_descriptors(cfg):
+    k = stage(cfg, "prefetch_tma_descriptors")
+    tma_params = [n.name for n in k.body if n.op is Op.PARAM and n.get("box") is not None]
+    assert tma_params == ["A", "B", "SFA", "D"]
+    load = region(k, "load")
+    first = load.body[:len(tma_params)]
+    assert [(n.op, n.args[0], n.role) for n in first] == [(Op.PREFETCH_TMAP, p, "load") for p in tma_params]
+    assert len(k.find(Op.PREFETCH_TMAP)) == len(tma_params)          # once each, nowhere else
+    assert not region(k, "mma").find(Op.PREFETCH_TMAP)
+    filecheck(dgir.print_ir(k), r"""
+        CHECK: warpgroup \[ids=\[\d\], roles=\["load"\]\] \{
+        CHECK-NEXT: prefetch_tmap\(%A\) \[role="load"\]
+        CHECK-NEXT: prefetch_tmap\(%B\)
+        CHECK-NEXT: prefetch_tmap\(%SFA\)
+        CHECK-NEXT: prefetch_tmap\(%D\)
+        CHECK-NEXT: %bid = sreg
+        CHECK-NOT: prefetch_tmap
+        CHECK: tma_store_wait \[read=false
+    """)
+
+
+def test_prefetch_tma_descriptors_is_idempotent():
+    k = stage(DEFAULT, "prefetch_tma_descriptors")
+    p = prefetch_tma_descriptors.PASS
+    assert p.run(k) == k
+    assert p.run(p.run(stage(DEFAULT, "promote_scales"))) == k
+
+
+# --- assign_registers --------------------------------------------------------------------------------
+@pytest.mark.parametrize("block_m,math_regs", [(128, 232), (64, 256)])
+def test_assign_registers(block_m, math_regs):
+    cfg = Fp8GemmConfig(n=576, k=640, block_m=block_m, block_n=128, stages=3)
+    k = stage(cfg, "assign_registers")
+    load, mma = region(k, "load"), region(k, "mma")
+    assert load.get("regs") == 40
+    assert mma.get("regs") == math_regs
+    assert len(mma.get("ids")) == block_m // 64
+    total = sum(wg.get("regs") * 128 * len(wg.get("ids")) for wg in (load, mma))
+    assert total <= 65536
+    assert assign_registers.PASS.run(k) == k          # budgets already set: left alone
+
+
+# --- schedule_mma ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
+def test_schedule_mma_writes_stage_order_latency(cfg):
+    k = stage(cfg, "schedule_mma")
+    loops = k_loops(k)
+    assert len(loops) == 1 and loops[0].get("pipelined") is False
+    body = loops[0].body
+    staged = [c for c in body if c.get("stage") is not None]
+    assert {c.op for c in staged} == {Op.LOAD_SCALE, Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE,
+                                      Op.PROMOTE}
+    for c in body:
+        if c.op in SCALAR_OPS and c.op is not Op.LOAD_SCALE:
+            assert c.get("stage") is None            # index math: recomputed where needed
+        else:
+            assert isinstance(c.get("order"), int) and isinstance(c.get("latency"), int), c
+    assert [c.get("order") for c in staged] == sorted(c.get("order") for c in staged)
+    by_op = {c.op: c for c in staged}
+    assert by_op[Op.WGMMA].get("stage") == 0 and by_op[Op.WGMMA].get("latency") == 512
+    assert by_op[Op.WAIT].get("stage") == 0 and by_op[Op.SMEM_READ].get("stage") == 0
+    assert all(by_op[o].get("stage") == 1 for o in (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE, Op.LOAD_SCALE))
+    # only the math k-loop is scheduled; the producer's loop is untouched
+    assert not any(n.get("stage") is not None for n in region(k, "load").walk())
+
+
+# --- interleave_ffma ---------------------------------------------------------------------------------
+def _issue_count(k: Node, op: Op) -> int:
+    """How many times `op` executes per tile (static loop trip counts)."""
+    def count(n: Node) -> int:
+        if n.op is Op.FOR and all(isinstance(a, int) for a in n.args):
+            start, stop, step = n.args
+            trips = len(range(start, stop, step))
+            return trips * sum(count(c) for c in n.body)
+        return (n.op is op) + sum(count(c) for c in n.body)
+    tile_loop = next(n for n in region(k, "mma").body if n.op is Op.FOR)
+    return sum(count(c) for c in tile_loop.body)
+
+
+@pytest.mark.parametrize("k_dim", [640, 768, 1024, 256, 128])
+@pytest.mark.parametrize("block_m,block_n", [(128, 128), (64, 144), (128, 96), (64, 16)])
+def test_interleave_ffma_double_buffers(block_m, block_n, k_dim):
+    cfg = Fp8GemmConfig(n=1536, k=k_dim, block_m=block_m, block_n=block_n, stages=3)
+    k = stage(cfg, "interleave_ffma")
+    nkb = cfg.k_blocks
+    assert k.decl("part1").type == k.decl("part").type
+    assert k.decl("sfa1").type == k.decl("sfa").type
+    # every K block is issued once, released once and promoted once, whatever the unrolling and tail
+    assert _issue_count(k, Op.WGMMA) == nkb
+    assert _issue_count(k, Op.PROMOTE) == nkb
+    assert _issue_count(k, Op.RELEASE) == nkb
+    mma = region(k, "mma")
+    U = min(interleave_ffma.PASS.unroll, nkb)
+    loops = [n for n in mma.walk() if n.op is Op.FOR and n.get("interleave") is not None]
+    assert [l.get("interleave") for l in loops] == [f"double_buffer x{U}"]
+    loop = loops[0]
+    assert loop.args == (0, nkb // U * U, U) and loop.get("pipelined") is True
+    # block j+1 is issued before block j is retired (pending=1); the last block of an iteration is
+    # drained (pending=0), so no wgmma is in flight across the back-edge
+    waits = [c.get("pending") for c in loop.body if c.op is Op.WGMMA_WAIT]
+    assert waits == [1] * (U - 1) + [0]
+    if U >= 3:
+        filecheck(dgir.print_ir(loop), r"""
+            CHECK: wgmma\(%part,
+            CHECK-NOT: wgmma_wait
+            CHECK: wgmma\(%part1,
+            CHECK: wgmma_wait \[.*pending=1
+            CHECK: release
+            CHECK: promote\(%acc, %part, %sfa,
+            CHECK: wgmma\(%part,
+            CHECK: wgmma_wait \[.*pending=1
+            CHECK: promote\(%acc, %part1, %sfa1,
+        """)
+    tile_loop = next(n for n in mma.body if n.op is Op.FOR)
+    tail = [c.get("pending") for c in tile_loop.body if c.op is Op.WGMMA_WAIT]
+    rest = nkb % U
+    assert tail == ([1] * (rest - 1) + [0] if rest else [])   # peeled tail, drained before the epilogue
+    assert not any(n.get("stage") is not None or n.get("order") is not None for n in k.walk())
+
+
+@pytest.mark.parametrize("block_n", [192, 176, 160])
+def test_interleave_ffma_skips_when_registers_do_not_fit(block_n):
+    cfg = Fp8GemmConfig(n=1536, k=640, block_m=128, block_n=block_n, stages=3)
+    k = stage(cfg, "interleave_ffma")
+    loop = k_loops(k)[0]
+    why = loop.get("interleave")
+    # acc + part + part1 (3 x block_n/2) + sfa (0) + reserve 40 > 232
+    m = re.fullmatch(r"skipped: needs (\d+) > 232 registers", why)
+    assert m and int(m.group(1)) == 3 * block_n // 2 + 40
+    with pytest.raises(KeyError):
+        k.decl("part1")
+    waits = [c for c in loop.body if c.op is Op.WGMMA_WAIT]
+    assert [w.get("pending") for w in waits] == [0]
+    assert _issue_count(k, Op.WGMMA) == cfg.k_blocks
+
+
+def test_interleave_ffma_respects_a_smaller_budget():
+    k = stage(DEFAULT, "schedule_mma")
+    k = k.with_body([n.with_attrs(regs=160) if n.op is Op.WARPGROUP and "mma" in n.get("roles") else n
+                     for n in k.body])
+    out = interleave_ffma.PASS.run(k)
+    assert k_loops(out)[0].get("interleave") == "skipped: needs 232 > 160 registers"
+
+
+# --- allocate_smem -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", CONFIGS[::3], ids=cfg_id)
+def test_allocate_smem(cfg):
+    k = stage(cfg, "allocate_smem")
+    spans = []
+    for n in k.body:
+        if n.op is Op.SMEM:
+            off, slot = n.get("offset"), n.get("slot_bytes")
+            assert slot >= n.type.nbytes
+            if n.get("swizzle"):
+                assert off % 1024 == 0 and slot % 1024 == 0, n     # every slot starts on a swizzle atom
+            else:
+                assert off % 128 == 0, n
+            spans.append((off, off + slot * n.get("stages", 1), n.name))
+    ch = k.decl("ab")
+    spans.append((ch.get("barriers"), ch.get("barriers") + 16 * ch.get("stages"), "barriers"))
+    assert ch.get("barriers") % 8 == 0
+    spans.sort()
+    for (a0, a1, an), (b0, b1, bn) in zip(spans, spans[1:]):
+        assert a1 <= b0, f"{an} [{a0}, {a1}) overlaps {bn} [{b0}, {b1})"
+    assert k.get("smem_bytes") == spans[-1][1] + 1024     # + base alignment slack
+    assert k.get("smem_bytes") <= 232448
+    assert allocate_smem.PASS.run(k) == k                  # idempotent
+
+
+def test_allocate_smem_places_buffers_added_by_earlier_passes():
+    k = stage(DEFAULT, "allocate_smem")
+    assert all(n.get("offset") is not None for n in k.body if n.op is Op.SMEM)
+    # the first swizzled ring starts at 0; the d_tile staging buffer follows the rings
+    assert k.decl("a_ring").get("offset") == 0
+    assert k.decl("d_tile").get("offset") >= k.decl("sfa_ring").get("offset")
