@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = build_parser()
         args, extras = parser.parse_known_args(argv)
-        if extras and args.command != "compile":
+        if extras and args.command not in ("compile", "run"):
             raise CLIError(f"unrecognized arguments: {' '.join(extras)}")
         args.extra_dims = _extra_dims(extras) if extras else {}
         return int(args._run(args) or 0)
