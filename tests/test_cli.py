@@ -1,0 +1,395 @@
+"""The `dgir` command line: compile (dump layout, --from, --plugin, --time-passes), passes, diff,
+schedule, and one-line errors with exit code 2."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from dgir_testlib import emitter  # noqa: F401
+
+from dgir import cli
+from dgir.pipeline import unregister_all
+
+MAIN_JOB = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384"]
+SMALL = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "1024", "--k", "640"]   # bm128 bn128
+STAGES = ["00_lower_gemm", "01_promote_scales", "02_prefetch_tma_descriptors", "03_assign_registers",
+          "04_schedule_mma", "05_interleave_ffma", "06_allocate_smem"]
+
+
+@pytest.fixture(autouse=True)
+def _isolate(monkeypatch):
+    unregister_all()
+    monkeypatch.setattr(sys, "path", list(sys.path))      # plug-in loading may add the cwd
+    monkeypatch.delenv("DGIR_TRACEBACK", raising=False)
+    yield
+    unregister_all()
+
+
+def run(capsys, *argv):
+    rc = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def kernel_dir(root: Path) -> Path:
+    dirs = [d for d in root.iterdir() if d.is_dir()]
+    assert len(dirs) == 1, dirs
+    return dirs[0]
+
+
+@pytest.fixture(scope="module")
+def small_dump(tmp_path_factory):
+    """One --no-assemble compile of a small shape, shared by the read-only tests."""
+    root = tmp_path_factory.mktemp("dumps")
+    import importlib
+    mod = importlib.import_module("dgir.emitters.ptx")
+    if not hasattr(mod, "emit_ptx"):
+        pytest.skip("PTX emitter not available")
+    assert cli.main(SMALL + ["--dump-dir", str(root), "--no-assemble"]) == 0
+    return kernel_dir(root)
+
+
+def _have_ptxas() -> bool:
+    from dgir import toolchain
+    try:
+        toolchain.find_tool("ptxas")
+        return True
+    except Exception:
+        return False
+
+
+# --- compile ---------------------------------------------------------------------------------------
+@pytest.mark.skipif(not _have_ptxas(), reason="ptxas not found (the set-up command installs nvidia-cuda-nvcc)")
+def test_compile_main_job_dump_layout(tmp_path, capsys, emitter):
+    rc, out, err = run(capsys, *MAIN_JOB, "--dump-dir", tmp_path / "dumps")
+    assert rc == 0, err
+    d = kernel_dir(tmp_path / "dumps")
+    assert re.fullmatch(r"fp8_gemm_nt_n7168_k16384_[0-9a-f]{8}", d.name)
+    files = sorted(p.name for p in d.iterdir())
+    assert files == sorted([f"{s}.dgir" for s in STAGES] + ["kernel.ptx", "kernel.cubin", "kernel.sass",
+                                                             "resources.txt"])
+    for s in STAGES:
+        assert (d / f"{s}.dgir").read_text().splitlines()[0] == f"// dgir v1 target=sm90a position={s}"
+    assert ".target sm_90a" in (d / "kernel.ptx").read_text()
+    assert (d / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+    assert (d / "kernel.sass").read_text().strip()
+    res = dict(line.split(" ", 1) for line in (d / "resources.txt").read_text().splitlines())
+    assert int(res["registers"]) > 0 and res["spill_stores"] == "0" and res["spill_loads"] == "0"
+    assert not list((tmp_path / "dumps").glob(".*"))       # no temp directory left behind
+    # the one-screen summary
+    assert len(out.splitlines()) <= 24
+    assert out.startswith("kernel   fp8_gemm_nt_n7168_k16384_")
+    assert "stages   " + "  ".join(STAGES) in out
+    assert re.search(r"ptxas    \d+ registers, 0 B spill stores, 0 B spill loads", out)
+    assert f"dumps    {d}" in out
+
+
+def test_compile_no_assemble_and_time_passes(tmp_path, capsys, emitter):
+    rc, out, err = run(capsys, *SMALL, "--dump-dir", tmp_path, "--no-assemble", "--time-passes")
+    assert rc == 0, err
+    d = kernel_dir(tmp_path)
+    names = {p.name for p in d.iterdir()}
+    assert "kernel.ptx" in names and "kernel.cubin" not in names and "resources.txt" not in names
+    table = out[out.index("===== pass timing ====="):].splitlines()
+    stages = [line.split()[0] for line in table[2:]]
+    assert stages[:7] == ["lower"] + STAGES[1:]
+    assert "emit" in stages and stages[-1] == "total"
+    for line in table[2:]:
+        float(line.split()[1])
+
+
+def test_compile_without_dump_dir_prints_summary(capsys, emitter):
+    rc, out, err = run(capsys, *SMALL, "--no-assemble")
+    assert rc == 0 and err == ""
+    assert "config   n=1024, k=640" in out and "dumps" not in out
+
+
+def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
+    assert run(capsys, *SMALL, "--dump-dir", tmp_path / "a", "--no-assemble")[0] == 0
+    d = kernel_dir(tmp_path / "a")
+    f = d / "03_assign_registers.dgir"
+    text = f.read_text()
+    assert "regs=232" in text
+    f.write_text(text.replace("regs=232", "regs=216"))          # hand edit: a smaller math budget
+    rc, out, err = run(capsys, *SMALL, "--from", f, "--dump-dir", tmp_path / "b", "--no-assemble")
+    assert rc == 0, err
+    e = kernel_dir(tmp_path / "b")
+    assert e.name == d.name                                       # same kernel, same config
+    assert sorted(p.stem for p in e.glob("*.dgir")) == STAGES      # the earlier stages come along
+    final = (e / "06_allocate_smem.dgir").read_text()
+    assert "regs=216" in final and "regs=232" not in final
+    assert (e / "03_assign_registers.dgir").read_text() == f.read_text()
+    assert (e / "01_promote_scales.dgir").read_text() == (d / "01_promote_scales.dgir").read_text()
+    # assign_registers did not run again: only the passes after the dump's position did
+    assert "stages   " + "  ".join(STAGES) in out
+
+
+def test_compile_from_in_place_without_dims(tmp_path, capsys, emitter):
+    assert run(capsys, *SMALL, "--dump-dir", tmp_path, "--no-assemble")[0] == 0
+    d = kernel_dir(tmp_path)
+    f = d / "04_schedule_mma.dgir"
+    f.write_text(f.read_text().replace("latency=512", "latency=600"))
+    rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--from", f, "--dump-dir", tmp_path, "--no-assemble")
+    assert rc == 0, err
+    assert kernel_dir(tmp_path) == d
+    assert sorted(p.stem for p in d.glob("*.dgir")) == STAGES
+    assert "latency=600" in (d / "05_interleave_ffma.dgir").read_text()
+
+
+def test_compile_from_invalid_edit_is_one_line(tmp_path, capsys, emitter):
+    assert run(capsys, *SMALL, "--dump-dir", tmp_path, "--no-assemble")[0] == 0
+    f = kernel_dir(tmp_path) / "03_assign_registers.dgir"
+    f.write_text(f.read_text().replace("regs=40", "regs=100"))
+    rc, out, err = run(capsys, *SMALL, "--from", f, "--no-assemble")
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1
+    assert err.startswith(f"dgir: error: {f}: regs=100: setmaxnreg takes a multiple of 8 in [24, 256] at `warpgroup")
+
+
+def test_compile_plugin_pass_shows_up(tmp_path, capsys, monkeypatch, emitter):
+    (tmp_path / "cli_tag_plugin.py").write_text(textwrap.dedent('''
+        import dgir
+
+        class Tag(dgir.Pass):
+            """Marks the kernel (CLI plug-in test)."""
+            name = "cli_tag"
+
+            def run(self, kernel):
+                return kernel.with_attrs(cli_tag="yes")
+
+        dgir.register_pass(Tag(), "sm90a", after="promote_scales")
+    '''))
+    monkeypatch.chdir(tmp_path)
+    rc, out, err = run(capsys, *SMALL, "--plugin", "cli_tag_plugin", "--dump-dir", "d", "--no-assemble")
+    assert rc == 0, err
+    d = kernel_dir(tmp_path / "d")
+    assert (d / "02_cli_tag.dgir").exists() and (d / "07_allocate_smem.dgir").exists()
+    assert 'cli_tag="yes"' in (d / "07_allocate_smem.dgir").read_text()
+    rc, out, err = run(capsys, "passes", "--target", "sm90a")
+    assert rc == 0 and re.search(r"^  02 cli_tag\b", out, re.M)
+    assert "Marks the kernel (CLI plug-in test)." in out
+
+
+# --- errors: one line on stderr, exit code 2 ------------------------------------------------------
+def _plugin_breaking_ir(tmp_path):
+    p = tmp_path / "bad_plugin_file.py"
+    p.write_text(textwrap.dedent('''
+        import dgir
+        from dgir.ir import Op, map_bodies
+
+        class Retag(dgir.Pass):
+            """Tags TMA loads as the mma role (the verifier must reject it)."""
+            name = "retag_tma"
+
+            def run(self, kernel):
+                return map_bodies(kernel, lambda parent, body: tuple(
+                    n.with_attrs(role="mma") if n.op is Op.TMA_LOAD else n for n in body))
+
+        dgir.register_pass(Retag(), "sm90a", after="prefetch_tma_descriptors")
+    '''))
+    return p
+
+
+def _malformed(tmp_path):
+    p = tmp_path / "bad.dgir"
+    p.write_text("// dgir v1 target=sm90a position=03_assign_registers\n%k = kernel {\n  zero(%acc) ]\n}\n")
+    return p
+
+
+ERRORS = [
+    (lambda t: ["compile", "fp8_gemm_tn", "--m", "1", "--n", "8", "--k", "16"],
+     "dgir: error: unknown operator 'fp8_gemm_tn'; known: fp8_gemm_nt"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "100", "--k", "16"],
+     "dgir: error: fp8_gemm_nt: n must be a positive multiple of 8"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128", "--k", "100"],
+     "dgir: error: fp8_gemm_nt: k must be a positive multiple of 16"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "-1", "--n", "128", "--k", "128"],
+     "dgir: error: fp8_gemm_nt: m must be >= 0"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128"],
+     "dgir: error: fp8_gemm_nt takes dimensions m, n, k; missing k"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128", "--k", "x"],
+     "dgir: error: compile: argument --k: invalid int value: 'x'"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128", "--k", "128", "--target", "sm100"],
+     "dgir: error: unknown target 'sm100'; known: sm90a, ascend950, ascend910b"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--from", _malformed(t)],
+     "dgir: error: {t}/bad.dgir: line 3, column 14: unexpected ']'"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--from", t / "nope.dgir"],
+     "dgir: error: no such dump file: {t}/nope.dgir"),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "1024", "--k", "640", "--no-assemble",
+                "--plugin", _plugin_breaking_ir(t)],
+     "dgir: error: pass 'retag_tma' produced invalid IR: "),
+    (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128", "--k", "128", "--plugin", "no.such.plugin"],
+     "dgir: error: plugin 'no.such.plugin': cannot import it (No module named 'no')"),
+    (lambda t: ["schedule", t / "missing.dgir", "--svg", t / "x.svg"],
+     "dgir: error: no such dump file: {t}/missing.dgir"),
+    (lambda t: ["schedule", _malformed(t)], "dgir: error: {t}/bad.dgir: line 3, column 14"),
+    (lambda t: ["diff", t / "no_dumps_here", "promote_scales"],
+     "dgir: error: no dump directory '{t}/no_dumps_here'"),
+    (lambda t: ["frobnicate"], "dgir: error: argument COMMAND: invalid choice: 'frobnicate'"),
+    (lambda t: [], "dgir: error: the following arguments are required: COMMAND"),
+    (lambda t: ["passes", "--bogus"], "dgir: error: unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("argv,msg", ERRORS, ids=range(len(ERRORS)))
+def test_errors_are_one_line_exit_2(argv, msg, tmp_path, capsys, emitter):
+    rc, out, err = run(capsys, *argv(tmp_path))
+    assert rc == 2
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(msg.format(t=tmp_path)), err
+
+
+def test_plugin_verifier_error_names_pass_and_op(tmp_path, capsys, emitter):
+    rc, out, err = run(capsys, *SMALL, "--no-assemble", "--plugin", _plugin_breaking_ir(tmp_path))
+    assert rc == 2
+    assert "pass 'retag_tma' produced invalid IR" in err
+    assert "only the load role may issue tma_load (this op is tagged 'mma') at `tma_load(%ab, %ctr, %a_ring" in err
+
+
+def test_failed_compile_leaves_no_dump(tmp_path, capsys, emitter):
+    rc, out, err = run(capsys, *SMALL, "--no-assemble", "--dump-dir", tmp_path,
+                       "--plugin", _plugin_breaking_ir(tmp_path))
+    assert rc == 2
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]     # never a partial dump presented as complete
+
+
+# --- passes ---------------------------------------------------------------------------------------
+def test_passes_lists_pipeline_with_docs(capsys):
+    rc, out, err = run(capsys, "passes", "--target", "sm90a")
+    assert rc == 0
+    listed = re.findall(r"^  (\d\d) (\w+)", out, re.M)
+    assert listed == [(f"{i:02d}", s.split("_", 1)[1]) for i, s in enumerate(STAGES) if i]
+    assert "per 128-wide K block, `wgmma` into a fresh partial accumulator" in out    # docstrings
+    assert "DOUBLE-BUFFERED partial accumulator" in out
+
+
+def test_passes_all_targets(capsys):
+    rc, out, err = run(capsys, "passes")
+    assert rc == 0
+    for t in ("sm90a", "ascend950", "ascend910b"):
+        assert re.search(rf"^{t}: ", out, re.M)
+
+
+# --- diff -----------------------------------------------------------------------------------------
+def test_diff_two_passes(small_dump, capsys):
+    rc, out, err = run(capsys, "diff", small_dump, "promote_scales", "interleave_ffma")
+    assert rc == 0
+    assert out.startswith("--- a/01_promote_scales.dgir\n+++ b/05_interleave_ffma.dgir\n@@ ")
+    assert "+  prefetch_tmap(%A)" in out.replace("    ", "  ")       # 02 is inside the range
+    assert re.search(r"^\+.*regs=232", out, re.M)                   # 03
+    assert re.search(r"^\+.*interleave=\"double_buffer x\d\"", out, re.M)
+    assert "// dgir" not in out                                     # headers are not diffed
+
+
+def test_diff_one_pass_is_its_input_vs_output(small_dump, capsys):
+    rc, out, err = run(capsys, "diff", small_dump, "promote_scales")
+    assert rc == 0
+    assert out.startswith("--- a/00_lower_gemm.dgir\n+++ b/01_promote_scales.dgir\n")
+    assert re.search(r"^-\s+mma_scaled\(", out, re.M)
+    assert re.search(r"^\+\s+wgmma\(%part, ", out, re.M)
+    assert re.search(r"^\+\s+%part = regs", out, re.M)
+    assert not re.search(r"^[-+]\s+prefetch_tmap", out, re.M)        # that is the next pass
+    # the same stage by stem, by number, and by file name
+    for key in ("01_promote_scales", "1", "01_promote_scales.dgir"):
+        assert run(capsys, "diff", small_dump, key)[1] == out
+    # the dump root works when it holds one kernel
+    assert run(capsys, "diff", small_dump.parent, "promote_scales")[1] == out
+
+
+def test_diff_html(small_dump, tmp_path, capsys):
+    page = tmp_path / "out" / "diff.html"
+    rc, out, err = run(capsys, "diff", small_dump, "interleave_ffma", "--html", page)
+    assert rc == 0 and out.startswith("--- a/04_schedule_mma.dgir")
+    html = page.read_text()
+    assert html.lstrip().startswith("<!DOCTYPE html")
+    assert "<title>dgir diff 04_schedule_mma → 05_interleave_ffma</title>" in html
+    assert "04_schedule_mma.dgir" in html and "05_interleave_ffma.dgir" in html
+    assert 'class="diff_add"' in html or 'class="diff_chg"' in html
+
+
+def test_diff_identical_and_unknown(small_dump, capsys):
+    rc, out, err = run(capsys, "diff", small_dump, "promote_scales", "promote_scales")
+    assert rc == 0 and out == "" and "identical" in err
+    rc, out, err = run(capsys, "diff", small_dump, "no_such_pass")
+    assert rc == 2 and err.startswith("dgir: error: no dump for 'no_such_pass'; stages: 00_lower_gemm, ")
+    rc, out, err = run(capsys, "diff", small_dump, "lower_gemm")
+    assert rc == 2 and "is the first dump" in err
+    rc, out, err = run(capsys, "diff", small_dump, "promote_scales#2")
+    assert rc == 2 and "ran 1 time(s)" in err
+
+
+# --- schedule -------------------------------------------------------------------------------------
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def _svg(path: Path):
+    root = ET.parse(path).getroot()          # well-formed XML
+    assert root.tag == f"{SVG}svg"
+    ops = [r for r in root.iter(f"{SVG}rect") if "op" in (r.get("class") or "").split()]
+    texts = [t.text or "" for t in root.iter(f"{SVG}text")]
+    return root, ops, texts
+
+
+def test_schedule_svg_of_scheduled_dump(small_dump, tmp_path, capsys):
+    out_svg = tmp_path / "s.svg"
+    rc, out, err = run(capsys, "schedule", small_dump / "04_schedule_mma.dgir", "--svg", out_svg)
+    assert rc == 0
+    root, ops, texts = _svg(out_svg)
+    kinds = {r.get("class").split()[1] for r in ops}
+    assert {"tma", "wait", "wgmma", "promote", "store"} <= kinds
+    assert "warpgroup 2" in texts and "warpgroup 0,1" in texts          # one lane per region
+    assert "load · 40 regs" in texts and "mma+store · 232 regs" in texts
+    assert "stage 0" in texts and "stage 1" in texts
+    assert any("04_schedule_mma" in t for t in texts)
+    # in the k-loop, boxes follow stage then order: the wgmma (stage 0) left of the promote (stage 1)
+    x = {r.get("data-op"): float(r.get("x")) for r in ops if r.get("data-op") in ("wgmma", "promote")}
+    assert x["wgmma"] < x["promote"]
+    widths = {r.get("data-op"): float(r.get("width")) for r in ops}
+    assert widths["wgmma"] > widths["release"]                          # latency 512 vs 0
+
+
+def test_schedule_svg_program_order_without_attrs(small_dump, tmp_path, capsys):
+    out_svg = tmp_path / "s0.svg"
+    assert run(capsys, "schedule", small_dump / "01_promote_scales.dgir", "--svg", out_svg)[0] == 0
+    root, ops, texts = _svg(out_svg)
+    assert "stage 0" not in texts
+    order = [r.get("data-op") for r in ops]
+    i = order.index("wgmma")
+    assert order[i:i + 4] == ["wgmma", "wgmma_wait", "release", "promote"]
+
+
+def test_schedule_text(small_dump, capsys):
+    rc, out, err = run(capsys, "schedule", small_dump / "05_interleave_ffma.dgir")
+    assert rc == 0
+    assert out.splitlines()[0] == "warpgroup 2 · load · 40 regs"
+    assert re.search(r"\[k-loop %kb \(double_buffer x\d\)\]", out)
+    assert "wgmma n128 d=0" in out
+
+
+# --- the installed command ------------------------------------------------------------------------
+def test_entry_point_and_subprocess(tmp_path):
+    from importlib.metadata import entry_points
+    eps = [e for e in entry_points(group="console_scripts") if e.name == "dgir"]
+    assert eps and eps[0].value == "dgir.cli:main"
+    env = dict(os.environ)
+    env.pop("DGIR_TRACEBACK", None)
+    p = subprocess.run([sys.executable, "-m", "dgir.cli", "compile", "nope", "--m", "1", "--n", "8", "--k", "16"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == "dgir: error: unknown operator 'nope'; known: fp8_gemm_nt\n"
+    p = subprocess.run([sys.executable, "-m", "dgir.cli", "--version"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0 and p.stdout.startswith("dgir 0.1.0")
+
+
+def test_import_dgir_is_cheap():
+    code = "import sys, dgir; dgir.Node; print(sorted(m for m in ('torch', 'lark', 'networkx') if m in sys.modules))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "[]"
