@@ -204,7 +204,7 @@ def _malformed(tmp_path):
 
 ERRORS = [
     (lambda t: ["compile", "fp8_gemm_tn", "--m", "1", "--n", "8", "--k", "16"],
-     "dgir: error: unknown operator 'fp8_gemm_tn'; known: fp8_gemm_nt"),
+     "dgir: error: unknown operator 'fp8_gemm_tn'; known: "),
     (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "100", "--k", "16"],
      "dgir: error: fp8_gemm_nt: n must be a positive multiple of 8"),
     (lambda t: ["compile", "fp8_gemm_nt", "--m", "1", "--n", "128", "--k", "100"],
@@ -382,7 +382,8 @@ def test_entry_point_and_subprocess(tmp_path):
     p = subprocess.run([sys.executable, "-m", "dgir.cli", "compile", "nope", "--m", "1", "--n", "8", "--k", "16"],
                        capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 2 and p.stdout == ""
-    assert p.stderr == "dgir: error: unknown operator 'nope'; known: fp8_gemm_nt\n"
+    assert p.stderr.startswith("dgir: error: unknown operator 'nope'; known: ") and p.stderr.count("\n") == 1
+    assert "fp8_gemm_nt" in p.stderr
     p = subprocess.run([sys.executable, "-m", "dgir.cli", "--version"], capture_output=True, text=True,
                        env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.startswith("dgir 0.1.0")
