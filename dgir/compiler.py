@@ -123,7 +123,7 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
             names = [p.name for p in full]
             if done not in names:
                 raise OpError(f"{from_ir}: its position {pos!r} names no pass of the {target} pipeline "
-                              f"({', '.join(names)})")
+                              f"({', '.join(names)}); was it written with a --plugin?")
             full = full[names.index(done) + 1:]
         cfg = _config_from_kernel(cfg, kernel, operator, from_ir) if config is None else cfg
         if verify:
