@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import subprocess
 
 import torch
@@ -34,7 +35,8 @@ def header(device) -> dict:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     except OSError:
         rev = ""
-    return {"device": torch.cuda.get_device_name(device), "git_rev": rev or None,
+    rev = os.environ.get("DGIR_GIT_REV") or (rev if len(rev) == 40 else None)
+    return {"device": torch.cuda.get_device_name(device), "git_rev": rev,
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 

@@ -102,7 +102,7 @@ def cold_compile_seconds():
     """Lowering -> cubin in a fresh process with an empty cache, import excluded."""
     code = ("import time, dgir.compiler as c, dgir.toolchain as t; t.find_tool('ptxas'); t0=time.perf_counter(); "
             "c.compile('fp8_gemm_nt', m=4096, n=7168, k=16384); print(time.perf_counter()-t0)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ), cwd="/tmp")
     return float(out.stdout.strip().splitlines()[-1]) if out.returncode == 0 else out.stderr[-300:]
 
 
