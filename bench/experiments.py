@@ -14,9 +14,9 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from ablations import CeilingNoPromotion, ScaleAtEnd, pipeline_with  # noqa: E402
 from common import calc_diff, do_bench, header, write  # noqa: E402
-from fp8_gemm_nt import make_inputs  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
+from dgir.gpu_run import fp8_inputs  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
 
 VARIANTS = {
@@ -39,7 +39,7 @@ def run_one(spec: str, device, spread=2.0):
     if kw:
         cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
                             stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)))
-    A, sfa, B, sfb, ref = make_inputs(m, n, k, device, spread)
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                 variant=spec, config=cfg, sass_interleave=sass)
