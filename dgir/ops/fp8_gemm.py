@@ -95,30 +95,67 @@ def legal_block_ns(n: int) -> list[int]:
     return out
 
 
+# --- cost model -----------------------------------------------------------------------------------
+# Constants of the H200 (bench/TUNING.md records what the model predicted against what was measured).
+PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
+HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
+L2_BW = 9.0e12                # L2 -> SM bandwidth that the no-promotion ceiling sustains (calibrated)
+# fraction of the tensor-core peak our math loop reaches per BLOCK_N, measured at 4096x7168x16384 with
+# BLOCK_M = 128 (933 TFLOPS at BN = 128 with the interleaved promotion; 821 at 160, 769 at 112, 717 at 96)
+TC_EFFICIENCY = {128: 0.47, 160: 0.415, 192: 0.415, 144: 0.40, 112: 0.39, 96: 0.36}
+
+
+def tc_efficiency(block_m: int, block_n: int) -> float:
+    e = TC_EFFICIENCY.get(block_n)
+    if e is None:                       # small tiles: issue and promotion overheads dominate
+        e = 0.47 * min(1.0, block_n / 128) ** 0.5 * (0.9 if block_n > 128 else 1.0)
+    return e * (0.85 if block_m == 64 else 1.0)    # one math warpgroup: nothing overlaps its promotion
+
+
+def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS) -> float:
+    """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), DRAM traffic
+    (every byte once) and L2->SM traffic (each tile reads its A and B panels), plus launch latency."""
+    m = max(m, 1)
+    tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
+    waves = ceil_div(tiles, num_sms)
+    per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n)
+    t_tc = waves * 2 * block_m * block_n * k / per_sm
+    t_dram = (m * k + n * k + 2 * m * n) / HBM_BW
+    t_l2 = tiles * k * (block_m + block_n) / L2_BW
+    return max(t_tc, t_dram, t_l2) + 4e-6
+
+
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
-    """DeepGEMM-style choice: minimise modelled cycles = bytes moved per SM / wave efficiency."""
+    """The legal config with the least modelled time (ties: larger BLOCK_N, then BLOCK_M)."""
     check(m, n, k)
     best = None
     for bm in (64, 128):
-        if bm == 128 and m <= 64:
-            continue
         for bn in legal_block_ns(n):
             stages = max_stages(bm, bn)
             if stages < 3:
                 continue
-            tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
-            waves = ceil_div(tiles, num_sms)
-            eff = tiles / (waves * num_sms)
-            per_tile_bytes = k * (bm + bn) + bm * bn * 2
-            cost = waves * per_tile_bytes / eff ** 0.5 + waves * bm * bn * k / 4096
-            key = (cost, -bn)
+            key = (model_seconds(m, n, k, bm, bn, num_sms), -bn, -bm)
             if best is None or key < best[0]:
                 best = (key, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms))
     return best[1]
 
 
+def check_config(cfg: Fp8GemmConfig) -> None:
+    """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
+    if cfg.block_m not in (64, 128):
+        raise OpError(f"fp8_gemm_nt: block_m must be 64 or 128 (64 rows per math warpgroup), got {cfg.block_m}")
+    if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
+        raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
+    if cfg.block_n > 128 and not (cfg.block_n % (cfg.block_n - 128) == 0 or 128 % (cfg.block_n - 128) == 0):
+        raise OpError(f"fp8_gemm_nt: block_n={cfg.block_n} lets an N tile touch three 128-row B-scale blocks; "
+                      f"above 128 use a size with block_n % (block_n-128) == 0 or 128 % (block_n-128) == 0")
+    if cfg.stages < 1:
+        raise OpError(f"fp8_gemm_nt: stages must be >= 1, got {cfg.stages}")
+
+
 def lower(cfg: Fp8GemmConfig) -> Node:
     """Build the tile IR: one TMA producer warpgroup, `math_wgs` math warpgroups that also store."""
+    check_config(cfg)
     BM, BN, S, nkb = cfg.block_m, cfg.block_n, cfg.stages, cfg.k_blocks
     decl = Builder()
     decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128)
