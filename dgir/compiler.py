@@ -26,6 +26,7 @@ class CompileResult:
     stages             [(stem, Node)]: the IR after the lowering ("00_lower_gemm") and each pass
     ir                 the final IR (the one the emitter read)
     ptx, cubin, sass   emitter output, ptxas output, nvdisasm listing (sass is "" if nvdisasm is absent)
+    ascendc            AscendC C++ source (Ascend targets; written as kernel.cpp in the dump)
     resources          ptxas -v report: registers, spills, shared memory, ...
     warnings           ptxas warnings (e.g. serialised wgmma) - treated as emitter bugs in tests
     timings            seconds per stage (lowering, each pass, emit, ptxas, nvdisasm)
@@ -48,6 +49,7 @@ class CompileResult:
     dump_dir: Path | None = None
     cache_key: str = ""
     pipeline_id: str = ""
+    ascendc: str = ""
 
     def stage(self, name: str) -> Node:
         """IR after the named pass (or stem like '03_interleave_ffma')."""
@@ -97,13 +99,14 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
         raise OpError(f"{op} takes dimensions {', '.join(operator.dims)}"
                       + (f"; missing {', '.join(missing)}" if missing else "")
                       + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    if target in ("ascend950", "ascend910b"):
+        return _compile_ascend(operator, target, dims, dump_dir, passes, verify, config, from_ir, t_start)
     operator.check(**dims)
     from .pipeline import TARGETS
     if target not in TARGETS:
         raise OpError(f"unknown target {target!r}; known: {', '.join(TARGETS)}")
-    if target != "sm90a":
-        from .emitters import ascendc  # noqa: F401  (the Ascend path registers its own compile)
-        raise OpError(f"target {target!r}: the Ascend pipeline is not available yet for {op}")
+    if operator.lower is None:
+        raise OpError(f"{op} has no {target} lowering (it exists for: ascend950, ascend910b)")
     verify = env().verify if verify is None else verify
     timings: dict[str, float] = {}
     cfg = config or operator.choose_config(**dims)
@@ -175,6 +178,40 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
     return res
 
 
+def _compile_ascend(operator, target, dims, dump_dir, passes, verify, config, from_ir, t_start) -> CompileResult:
+    """Ascend targets: the operator's Ascend lowering, the target's pipeline, the AscendC emitter."""
+    from .ops.ascend_gemm import chip_of
+    op = operator.name
+    if operator.ascend is None:
+        raise OpError(f"{op} has no Ascend lowering (targets: sm90a)")
+    if from_ir is not None:
+        raise OpError("--from (resuming from a dump) is not supported for Ascend targets yet")
+    chip = chip_of(target)
+    operator.ascend.check(chip, **dims)
+    verify = env().verify if verify is None else verify
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    cfg = config or operator.ascend.choose_config(chip, **dims)
+    kernel = operator.ascend.lower(cfg)
+    timings["lower"] = time.perf_counter() - t0
+    full = pipeline(target) if passes is None else list(passes)
+    stages: list = []
+    listeners = [lambda ev: stages.append((ev.stem, ev.after)),
+                 lambda ev: timings.__setitem__(ev.stem, ev.seconds) if ev.seq else None]
+    final = run_pipeline(kernel, full, listeners, verify_each=verify, lowering_name="lower_gemm")
+    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target, stages=stages,
+                        ir=final, timings=timings, pipeline_id=identity(full))
+    from .emitters.ascendc import emit_ascendc
+    t0 = time.perf_counter()
+    res.ascendc = emit_ascendc(final)
+    timings["emit"] = time.perf_counter() - t0
+    res.cache_key = hashlib.sha256("\n".join([print_ir(final), res.pipeline_id]).encode()).hexdigest()
+    timings["total"] = time.perf_counter() - t_start
+    if dump_dir is not None:
+        res.dump_dir = write_dumps(res, Path(dump_dir), _dump_name(op, dims, operator.compiled_dims, cfg.key()))
+    return res
+
+
 def _config_from_kernel(cfg, kernel: Node, operator, from_ir):
     """Resuming from a dump: the config is the one the dump was compiled with (its kernel attrs)."""
     import dataclasses
@@ -194,7 +231,10 @@ def write_dumps(res: CompileResult, root: Path, name: str) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=root))
     for stem, k in res.stages:
         (tmp / f"{stem}.dgir").write_text(print_ir(k, res.target, stem))
-    (tmp / "kernel.ptx").write_text(res.ptx)
+    if res.ascendc:
+        (tmp / "kernel.cpp").write_text(res.ascendc)
+    else:
+        (tmp / "kernel.ptx").write_text(res.ptx)
     if res.cubin:
         (tmp / "kernel.cubin").write_bytes(res.cubin)
     if res.sass:

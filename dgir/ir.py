@@ -89,10 +89,25 @@ class Op(enum.Enum):
     PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa ring, counter, sb0, sb1, n0
     MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
+    # Ascend (AscendC units; `pipe` attr: MTE2 GM->L1/UB, MTE1 L1->L0A/B, M cube, FIX L0C->GM, V vector, MTE3 UB->GM)
+    LOCAL = "local"              # on-chip buffer; attrs: pos (L1, L0A, L0B, L0C, UB), offset (set by allocation)
+    COPY_IN = "copy_in"          # GM -> local (MTE2); args: dst, param, row0, col0, rows, cols; attrs: nd2nz
+    LOAD_L0 = "load_l0"          # L1 (Nz) -> L0A/L0B (MTE1); args: dst, src, rows, cols
+    MMAD = "mmad"                # cube: acc(L0C) (+)= a(L0A) @ b(L0B)^T; args: acc, a, b, m, n, k, init
+    MMAD_SCALED = "mmad_scaled"  # acc += (a @ b^T) * sfa[row] * sfb[col]; args: acc, a, b, m, n, k, init, kb, m0, n0
+    FIXPIPE = "fixpipe"          # L0C -> GM (FIX, fp32 -> out dtype); args: param, acc, row0, col0, rows, cols
+    SET_FLAG = "set_flag"        # intra-core event SRC_DST (attrs: event, id): SRC's earlier ops happen before
+    WAIT_FLAG = "wait_flag"      # ... DST's later ops (pairs with set_flag of the same event and id)
+    XCORE_SET = "xcore_set"      # cross-core flag (cube <-> vector cores); attrs: flag, mode, pipe
+    XCORE_WAIT = "xcore_wait"    # attrs: flag, mode
+    VFILL = "vfill"              # vector: local = value; args: dst; attrs: value
+    VPROMOTE = "vpromote"        # vector: acc[r] += part[r] * sfa[m0+r, kb] * sfb[n0/128, kb]; args: acc, part, rows, cols, kb, m0, n0
+    VCAST = "vcast"              # vector: dst = cast(src); args: dst, src
+    COPY_OUT = "copy_out"        # UB -> GM (MTE3); args: param, src, row0, col0, rows, cols
 
 
 STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}
-DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL}
+DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL, Op.LOCAL}
 SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT,
               Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE}
 ROLES = ("load", "mma", "store", "other")

@@ -18,6 +18,7 @@ class Operator:
     lower: Callable             # (config) -> Kernel
     check: Callable             # (**dims) -> None, raises OpError
     doc: str = ""
+    ascend: object = None       # Ascend lowering (dgir/ops/ascend_gemm.py: check/choose_config/lower); None: no Ascend path
 
 
 OPERATORS: dict[str, Operator] = {}
@@ -30,6 +31,7 @@ def register_operator(op: Operator) -> Operator:
 
 def get_operator(name: str) -> Operator:
     from . import fp8_gemm  # noqa: F401  (registers itself)
+    from . import ascend_gemm  # noqa: F401  (adds the Ascend lowerings and the Ascend-only operators)
     if name not in OPERATORS:
         raise OpError(f"unknown operator {name!r}; known: {', '.join(sorted(OPERATORS))}")
     return OPERATORS[name]

@@ -140,6 +140,11 @@ struct DataCopyParams {
   __aicore__ DataCopyParams();
   __aicore__ DataCopyParams(uint16_t count, uint16_t len, uint16_t srcStride, uint16_t dstStride);
 };
+struct DataCopyExtParams {
+  uint16_t blockCount; uint32_t blockLen, srcStride, dstStride, rsv;
+  __aicore__ DataCopyExtParams();
+  __aicore__ DataCopyExtParams(const uint16_t count, const uint32_t len, const uint32_t srcStride, const uint32_t dstStride, const uint32_t rsv);
+};
 struct LoadData2DParams {
   uint16_t startIndex, dstGap, srcStride; bool ifTranspose; uint8_t repeatTimes, sid, addrMode;
   __aicore__ LoadData2DParams();
@@ -194,6 +199,7 @@ template <typename T> __aicore__ void DataCopy(const GlobalTensor<T>& dst, const
 template <typename T> __aicore__ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t calCount);
 template <typename T> __aicore__ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const DataCopyParams& repeatParams);
 template <typename T> __aicore__ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyParams& repeatParams);
+template <typename T> __aicore__ void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& dataCopyParams);
 template <typename T> __aicore__ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData2DParams& loadDataParams);
 #if __NPU_ARCH__ == 2201
 template <typename T> __aicore__ void LoadData(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const LoadData2DParams& loadDataParams);

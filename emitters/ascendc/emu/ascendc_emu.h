@@ -1013,6 +1013,34 @@ template <typename T> __aicore__ inline void DataCopy(const GlobalTensor<T>& dst
   for (uint32_t b = 0; b < p.blockCount; ++b) emu::acc_read(emu::P_UB, src.addr_ + (uint64_t)b * (p.blockLen + p.srcStride) * 32, p.blockLen * 32);
   emu_detail::copy_blocks(dst.buf_, src.ptr(), p);
 }
+// UB -> GM with byte-granular rows (MTE3).  blockCount rows of blockLen BYTES; each UB row starts 32 B
+// aligned: the next UB row is srcStride 32-byte blocks after the end of the previous row rounded up to 32 B;
+// in GM the gap between rows is dstStride BYTES.  (DataCopyPad, UB->GM direction; nothing is padded on GM.)
+struct DataCopyExtParams {
+  uint16_t blockCount = 1;
+  uint32_t blockLen = 0, srcStride = 0, dstStride = 0, rsv = 0;
+  __aicore__ DataCopyExtParams() = default;
+  __aicore__ DataCopyExtParams(uint16_t count, uint32_t len, uint32_t srcStride_, uint32_t dstStride_, uint32_t rsv_)
+      : blockCount(count), blockLen(len), srcStride(srcStride_), dstStride(dstStride_), rsv(rsv_) {}
+};
+template <typename T> __aicore__ inline void DataCopyPad(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const DataCopyExtParams& p) {
+  const char* what = "DataCopyPad(UB->GM)";
+  if (src.phys() != emu::P_UB) emu::fail("%s: src position %s is not UB", what, emu::pos_name(src.pos_));
+  if (p.blockLen % sizeof(T)) emu::fail("%s: blockLen %u bytes is not a whole number of %s elements", what, p.blockLen, emu::tname<T>());
+  if (p.dstStride % sizeof(T)) emu::fail("%s: dstStride %u bytes is not a whole number of elements", what, p.dstStride);
+  emu::check_align(src.addr_, 32, what, "UB");
+  const uint64_t src_pitch = ((uint64_t)p.blockLen + 31) / 32 * 32 + (uint64_t)p.srcStride * 32;
+  const uint64_t dst_pitch = (uint64_t)p.blockLen + p.dstStride;
+  if (p.blockCount) {
+    src.need(((p.blockCount - 1) * src_pitch + p.blockLen) / sizeof(T), what);
+    dst.chk(0, ((p.blockCount - 1) * dst_pitch + p.blockLen) / sizeof(T), what);
+  }
+  emu::begin_op(emu::PI_MTE3, what);
+  for (uint32_t b = 0; b < p.blockCount; ++b) {
+    emu::acc_read(emu::P_UB, src.addr_ + b * src_pitch, p.blockLen);
+    std::memcpy((uint8_t*)dst.buf_ + b * dst_pitch, (const uint8_t*)src.ptr() + b * src_pitch, p.blockLen);
+  }
+}
 // UB -> UB (V)
 template <typename T> __aicore__ inline void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t count) {
   const char* what = "DataCopy(UB->UB)";

@@ -1,0 +1,236 @@
+"""Ascend lowerings (targets ascend950 / ascend910b) of the GEMM operators, in the same tile IR.
+
+    bf16_gemm_nt   D[M, N] (bf16) = A[M, K] @ B[N, K]^T, bf16 inputs           950 and 910B
+    fp8_gemm_nt    D = (A * SFA) @ (B * SFB)^T, e4m3 inputs, DeepSeek scales    950 only (no FP8 Cube on 910B)
+                   SFA f32 [M, ceil(K/128)] (one per row and 128-wide K block, row-major),
+                   SFB f32 [ceil(N/128), ceil(K/128)] (one per 128x128 block of B)
+
+A kernel is the same Node tree as on Hopper: declarations, then one region per execution unit.  On
+Ascend a `warpgroup` region is the program of one core type: `unit="aic"` (the cube core: MTE2, MTE1,
+M and FIX pipes) or `unit="aiv"` (the vector cores, two per AIC on a MIX 1:2 launch).  On-chip buffers
+are `local` declarations with `pos` L1 / L0A / L0B / L0C / UB.  The lowered IR states the algorithm per
+output tile (BM x BN) and K block (BK):
+
+    copy_in   A/B K-slices GM -> L1 (ND -> Nz)                 role load   (MTE2)
+    load_l0   L1 -> L0A / L0B                                 role load   (MTE1)
+    mmad      L0C (+)= L0A @ L0B^T (fp32)                     role mma    (M)
+    fixpipe   L0C -> D (fp32 -> bf16)                         role store  (FIX)
+
+fp8_gemm_nt issues `mmad_scaled` instead (one per 128-wide K block: acc += A_blk B_blk^T * sfa * sfb);
+passes/ascend_promote_scales.py turns it into the 950's cube -> vector promotion (Fixpipe of each
+partial to a GM workspace, cross-core flags, vector-core acc += part * sfa * sfb).  Pipes, the
+SetFlag/WaitFlag synchronisation and buffer offsets are added by the other Ascend passes.
+Tiles are chosen with the Ascend cost MODEL (emitters/ascendc/costmodel.py) among the tilings the
+emitted kernel implements (single-buffered L1/L0/L0C).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import asdict, dataclass
+
+from ..builder import Builder
+from ..ir import DType, Node, Op, Type
+from . import OPERATORS, OpError, Operator, register_operator
+from . import fp8_gemm  # noqa: F401  (registers fp8_gemm_nt first: the Ascend lowering is added to it)
+
+ASCEND_TARGETS = {"ascend950": "950", "ascend910b": "910b"}
+FP8_BLOCK = 128                   # DeepSeek scale block along K (and along N for B)
+UINT16_MAX = 65535
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def chip_of(target: str) -> str:
+    if target not in ASCEND_TARGETS:
+        raise OpError(f"unknown Ascend target {target!r}; known: {', '.join(ASCEND_TARGETS)}")
+    return ASCEND_TARGETS[target]
+
+
+def _costmodel():
+    from ..emitters.ascendc import costmodel
+    return costmodel
+
+
+@dataclass(frozen=True)
+class AscendGemmConfig:
+    op: str
+    chip: str                     # "950" | "910b"
+    n: int
+    k: int
+    in_dtype: str                 # "bf16" | "fp8"
+    block_m: int
+    block_n: int
+    block_k: int
+    cores: int                    # AI cores (AICs) the kernel may be launched on
+    model_us: float = 0.0         # cost MODEL of the shape the config was chosen for (not a measurement)
+    model_util: float = 0.0
+
+    @property
+    def k_blocks(self) -> int:
+        return ceil_div(self.k, self.block_k)
+
+    @property
+    def n_blocks(self) -> int:
+        return ceil_div(self.n, self.block_n)
+
+    @property
+    def scaled(self) -> bool:
+        return self.in_dtype == "fp8"
+
+    def key(self) -> str:
+        d = {k: v for k, v in asdict(self).items() if not k.startswith("model_")}
+        return hashlib.sha256(repr(sorted(d.items())).encode()).hexdigest()[:8]
+
+    def kernel_name(self) -> str:
+        return (f"{self.op}_{self.chip}_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_bk{self.block_k}")
+
+
+@dataclass(frozen=True)
+class AscendGemm:
+    """The Ascend side of one operator: which chips have it, its shape limits, tiles and lowering."""
+    op: str
+    in_dtype: str
+    chips: tuple
+
+    def check(self, chip: str, m, n, k, **extra) -> None:
+        name = self.op
+        for dim, v in (("m", m), ("n", n), ("k", k)):
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise OpError(f"{name}: {dim} must be an int, got {v!r}")
+        if extra:
+            raise OpError(f"{name} takes dimensions m, n, k; unknown {', '.join(extra)}")
+        if chip not in self.chips:
+            target = "ascend910b" if chip == "910b" else "ascend950"
+            raise OpError(f"{name} is not supported on {target}: its {self.in_dtype.upper()} inputs need the "
+                          f"arch-3510 Cube (Ascend 950); the 910B (arch 2201) Cube takes only bf16/fp16/int8 "
+                          f"(use bf16_gemm_nt there)")
+        if m < 1:
+            raise OpError(f"{name}: m must be >= 1, got {m}")
+        if n < 1 or k < 1:
+            raise OpError(f"{name}: n and k must be >= 1, got n={n}, k={k}")
+        if m > 2**31 - 1 or n > 2**31 - 1:
+            raise OpError(f"{name}: m and n must be < 2^31 (the kernel's tile loop uses 32-bit rows)")
+        if chip == "910b" and k > UINT16_MAX:
+            raise OpError(f"{name}: k={k} exceeds 65535, the largest GM row pitch of the 910B's GM->L1 ND->Nz copy "
+                          f"(Nd2NzParams.srcDValue is uint16 on arch 2201)")
+        if chip == "910b" and n > UINT16_MAX:
+            raise OpError(f"{name}: n={n} exceeds 65535, the largest D row pitch a 910B Fixpipe takes here")
+
+    def candidates(self, chip: str):
+        cm = _costmodel()
+        c = cm.get_chip(chip)
+        for cfg in cm.candidate_configs(self.in_dtype, c, mx=False):
+            if (cfg.l1_stages, cfg.l0_stages, cfg.l0c_stages) != (1, 1, 1):
+                continue                      # the emitted kernel is single-buffered: model what it does
+            if self.in_dtype == "fp8":
+                # one partial per 128-wide K block; an N tile inside one 128-row B-scale block;
+                # each of the two AIVs takes BM/2 rows; UB holds acc + part (f32) + out (bf16) halves
+                if cfg.base_k != FP8_BLOCK or FP8_BLOCK % cfg.base_n or cfg.base_m % 32:
+                    continue
+                if (cfg.base_m // 2) * cfg.base_n * (4 + 4 + 2) > c.ub:
+                    continue
+            yield cfg
+
+    def choose_config(self, chip: str, m: int, n: int, k: int) -> AscendGemmConfig:
+        self.check(chip, m, n, k)
+        cm = _costmodel()
+        c = cm.get_chip(chip)
+        best = None
+        for cfg in self.candidates(chip):
+            r = cm.estimate(max(m, 1), n, k, self.in_dtype, c, cfg, "bf16", mx=False)
+            key = (round(r.time_us, 4), sum(cm.footprint(cfg, self.in_dtype, False).values()))
+            if best is None or key < best[0]:
+                best = (key, cfg, r)
+        if best is None:
+            raise OpError(f"{self.op}: no legal tile config on {c.name}")
+        _, cfg, r = best
+        return AscendGemmConfig(op=self.op, chip=chip, n=n, k=k, in_dtype=self.in_dtype, block_m=cfg.base_m,
+                                block_n=cfg.base_n, block_k=cfg.base_k, cores=c.aic,
+                                model_us=r.time_us, model_util=r.utilization)
+
+    def lower(self, cfg: AscendGemmConfig) -> Node:
+        return lower(cfg)
+
+
+def _tile_coords(b: Builder, cfg: AscendGemmConfig, t: str, M: str):
+    """Tile index -> (m0, n0, rows, cols): row-major over (m block, n block); tails clipped."""
+    BM, BN = cfg.block_m, cfg.block_n
+    mb = b.scalar(Op.DIV, "mb", t, cfg.n_blocks)
+    nb = b.scalar(Op.MOD, "nb", t, cfg.n_blocks)
+    m0 = b.scalar(Op.MUL, "m0", mb, BM)
+    n0 = b.scalar(Op.MUL, "n0", nb, BN)
+    rows = b.scalar(Op.MIN, "rows", b.scalar(Op.SUB, "m_left", M, m0), BM)
+    cols = b.scalar(Op.MIN, "cols", b.scalar(Op.SUB, "n_left", cfg.n, n0), BN)
+    return m0, n0, rows, cols
+
+
+def tile_loop_header(b: Builder, cfg: AscendGemmConfig, core: str):
+    """Scalars every region starts with: its AIC index, the AIC count, M and the tile count."""
+    bid = b.scalar(Op.SREG, "bid", which=core)
+    gsz = b.scalar(Op.SREG, "gsz", which="grid_size")
+    M = b.scalar(Op.DIM, "M", "A", axis=0)
+    mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, cfg.block_m)
+    tiles = b.scalar(Op.MUL, "tiles", mblocks, cfg.n_blocks)
+    return bid, gsz, M, tiles
+
+
+def lower(cfg: AscendGemmConfig) -> Node:
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    dt = DType.e4m3 if cfg.in_dtype == "fp8" else DType.bf16
+    kb_total = ceil_div(cfg.k, FP8_BLOCK)
+    decl = Builder()
+    decl.emit(Op.PARAM, "A", type=Type(dt, ("M", cfg.k)), layout="kmajor")
+    if cfg.scaled:
+        decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, ("M", kb_total)), layout="rowmajor")
+    decl.emit(Op.PARAM, "B", type=Type(dt, (cfg.n, cfg.k)), layout="kmajor")
+    if cfg.scaled:
+        decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, FP8_BLOCK), kb_total)), layout="rowmajor")
+    decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", output=True)
+    decl.emit(Op.LOCAL, "a_l1", type=Type(dt, (BM, BK)), pos="L1")
+    decl.emit(Op.LOCAL, "b_l1", type=Type(dt, (BN, BK)), pos="L1")
+    decl.emit(Op.LOCAL, "a_l0", type=Type(dt, (BM, BK)), pos="L0A")
+    decl.emit(Op.LOCAL, "b_l0", type=Type(dt, (BN, BK)), pos="L0B")
+    decl.emit(Op.LOCAL, "acc", type=Type(DType.f32, (BM, BN)), pos="L0C")
+
+    b = Builder(role="load")
+    bid, gsz, M, tiles = tile_loop_header(b, cfg, "block_id")
+    with b.region(Op.FOR, "t", bid, tiles, gsz) as t:
+        m0, n0, rows, cols = _tile_coords(b, cfg, t, M)
+        with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
+            k0 = b.scalar(Op.MUL, "k0", kb, BK)
+            kl = b.scalar(Op.MIN, "kl", b.scalar(Op.SUB, "k_left", cfg.k, k0), BK)
+            first = b.scalar(Op.LT, "first", kb, 1)
+            b.emit(Op.COPY_IN, "", "a_l1", "A", m0, k0, rows, kl, nd2nz=True)
+            b.emit(Op.COPY_IN, "", "b_l1", "B", n0, k0, cols, kl, nd2nz=True)
+            b.emit(Op.LOAD_L0, "", "a_l0", "a_l1", rows, kl)
+            b.emit(Op.LOAD_L0, "", "b_l0", "b_l1", cols, kl)
+            if cfg.scaled:
+                b.emit(Op.MMAD_SCALED, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, kb, m0, n0,
+                       sfa="SFA", sfb="SFB", role="mma")
+            else:
+                b.emit(Op.MMAD, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, role="mma")
+        b.emit(Op.FIXPIPE, "", "D", "acc", m0, n0, rows, cols, role="store")
+    cube = Node(Op.WARPGROUP, "", (), None, {"ids": (0,), "roles": ("load", "mma", "store"), "unit": "aic"},
+                b.nodes())
+    attrs = {"op": cfg.op, "target": "ascend950" if cfg.chip == "950" else "ascend910b", "chip": cfg.chip,
+             "n": cfg.n, "k": cfg.k, "in_dtype": cfg.in_dtype, "block_m": BM, "block_n": BN, "block_k": BK,
+             "cores": cfg.cores, "config": cfg.key()}
+    return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (cube,))
+
+
+BF16 = AscendGemm("bf16_gemm_nt", "bf16", ("950", "910b"))
+FP8 = AscendGemm("fp8_gemm_nt", "fp8", ("950",))
+
+
+def _no_sm90a(**dims):
+    raise OpError("bf16_gemm_nt has no sm90a lowering yet (targets: ascend950, ascend910b)")
+
+
+register_operator(Operator(
+    name="bf16_gemm_nt", dims=("m", "n", "k"), compiled_dims=("n", "k"),
+    choose_config=_no_sm90a, lower=None, check=lambda **d: None, ascend=BF16,
+    doc="D = A @ B^T; bf16 A[M,K], B[N,K]; bf16 D.  Ascend targets only."))
+OPERATORS["fp8_gemm_nt"] = dataclasses.replace(OPERATORS["fp8_gemm_nt"], ascend=FP8)
