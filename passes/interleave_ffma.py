@@ -34,6 +34,7 @@ class InterleaveFfma(Pass):
 
     def run(self, kernel: Node) -> Node:
         regs = {n.name: n for n in kernel.body if n.op is Op.REGS}
+        self.stages = {n.name: n.get("stages") for n in kernel.body if n.op is Op.CHANNEL}
         new_decls: dict[str, Node] = {}
 
         def visit(n: Node, budget: int) -> list[Node]:
@@ -60,6 +61,10 @@ class InterleaveFfma(Pass):
         carried = sorted(written0 & read1)
         cost = sum(regs[r].type.numel // 128 for r in regs if r in read1 | written0 or r == "acc")
         extra = sum(regs[r].type.numel // 128 for r in carried)
+        waits = [c.args[0] for c in staged if c.op is Op.WAIT]
+        if any(self.stages.get(ch, 1) < 2 for ch in waits):
+            # block j+1's slot must be filled while block j's is still held: one stage deadlocks
+            return [loop.with_attrs(pipelined=None, interleave="skipped: needs a ring of >= 2 stages")]
         if not (isinstance(start, int) and isinstance(stop, int) and step == 1):
             return [loop.with_attrs(pipelined=None, interleave="skipped: k loop bounds not static")]
         if cost + extra + REGISTER_RESERVE > budget:
