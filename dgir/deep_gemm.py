@@ -17,6 +17,7 @@ from .env import env
 from .ops.fp8_gemm import ceil_div, check as check_dims
 
 _kernels: dict = {}
+_plans: dict = {}          # validated argument signature -> (LaunchPlan, SFA staging, device index)
 _lock = threading.Lock()
 
 
@@ -74,6 +75,16 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     recipe: None or (1, 128, 128); other recipes are rejected.
     All tensors on one CUDA device of compute capability 9.0.  M = 0 returns at once.
     """
+    try:   # warm path: these exact tensors were validated and planned before
+        A, sfa = a
+        B, sfb = b
+        key = _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims)
+        plan = _plans.get(key)
+    except Exception:       # malformed arguments (or unhashable recipe): the checks below say why
+        key = plan = None
+    if plan is not None:
+        return _run(plan, sfa, sfb)
+
     if not (isinstance(a, (tuple, list)) and len(a) == 2):
         _fail("a", "a pair (A, SFA)", type(a).__name__)
     if not (isinstance(b, (tuple, list)) and len(b) == 2):
@@ -112,14 +123,56 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) != (9, 0):
         raise RuntimeError(f"fp8_gemm_nt: dgir's kernels are built for sm_90a (H100/H200); {device} is sm_{major}{minor}")
-    sfa = get_mn_major_tma_aligned_tensor(sfa)
-    sfb = sfb.contiguous()
     kernel = get_kernel("fp8_gemm_nt", M, N, K, device)
-    # the kernel's SFA param is the [ceil(K/128), align(M, 4)] storage behind the MN-major view
-    sfa_storage = torch.as_strided(sfa, (kb, sfa.stride(1)), (sfa.stride(1), 1))
-    from .runtime import driver
-    stream = torch.cuda.current_stream(device).cuda_stream
-    kernel.launch({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb, "D": d}, M, stream)
+    # SFA in the kernel's layout: [ceil(K/128), M] rows of stride align(M, 4) (MN-major, TMA-aligned);
+    # the tensor map covers exactly M columns, so nothing past the caller's tensor is read.  When the
+    # caller's scales are laid out otherwise, the plan owns a staging buffer refreshed every call.
+    m4 = ceil_div(M, 4) * 4
+    sfa_staging = sfb_staging = None
+    if sfa.stride(0) == 1 and sfa.stride(1) == m4:
+        sfa_storage = torch.as_strided(sfa, (kb, M), (m4, 1))
+    else:
+        sfa_staging = torch.empty((kb, m4), dtype=torch.float32, device=device)[:, :M]
+        sfa_storage = sfa_staging
+    if sfb.is_contiguous():
+        sfb_storage = sfb
+    else:   # e.g. contiguous-transposed, which DeepGEMM also accepts
+        sfb_storage = sfb_staging = torch.empty(sfb.shape, dtype=torch.float32, device=device)
+    plan = (kernel.plan({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}, M),
+            sfa_staging, sfb_staging, device.index)
+    if key is not None:
+        if len(_plans) > 4096:
+            _plans.clear()
+        _plans[key] = plan
+    _run(plan, sfa, sfb)
+
+
+def _run(plan, sfa, sfb) -> None:
+    launch, sfa_staging, sfb_staging, index = plan
+    if sfa_staging is not None:
+        sfa_staging.copy_(sfa.t())
+    if sfb_staging is not None:
+        sfb_staging.copy_(sfb)
+    launch(_raw_stream(index))
+
+
+def _raw_stream(index: int) -> int:
+    try:
+        return torch._C._cuda_getCurrentRawStream(index)
+    except AttributeError:      # older torch
+        return torch.cuda.current_stream(index).cuda_stream
+
+
+def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
+    """Everything the validation looked at: equal keys -> the same checks pass, the same launch."""
+    if c is not None:
+        return None
+    return (A.data_ptr(), A.dtype, A.shape, A.stride(), A.device, sfa.data_ptr(), sfa.dtype, sfa.shape,
+            sfa.stride(), sfa.device, B.data_ptr(), B.dtype, B.shape, B.stride(), B.device, sfb.data_ptr(),
+            sfb.dtype, sfb.shape, sfb.stride(), sfb.device, d.data_ptr(), d.dtype, d.shape, d.stride(), d.device,
+            recipe, compiled_dims)
+
+
 
 
 @functools.lru_cache(maxsize=4096)

@@ -77,14 +77,18 @@ class InterleaveFfma(Pass):
         kb = loop.name
         n = stop - start
 
-        def stage_ops(stage: int, k, buf: int, tag: str, pending: int) -> list[Node]:
-            """Clone the ops of one stage for K block `k` (a name or a literal) using buffer `buf`."""
+        def stage_ops(stage: int, k, buf: int, tag: str, pending: int, issue_tag: str | None = None) -> list[Node]:
+            """Clone the ops of one stage for K block `k` (a name or a literal) using buffer `buf`.
+            Stage-1 ops read the values their block's stage-0 instance (`issue_tag`) defined."""
             ops = [c for c in loop.body if c.get("stage") == stage]
             needed = set()
             for c in ops:
                 needed |= {d for d in nx.ancestors(graph, id(c))}
             scalars = [c for c in loop.body if id(c) in needed and c.op in SCALAR_OPS and c.get("stage") is None]
-            rename = {c.name: f"{c.name}_{tag}" for c in scalars + ops if c.name}
+            rename = {}
+            if issue_tag is not None:
+                rename.update({c.name: f"{c.name}_{issue_tag}" for c in loop.body if c.get("stage") == 0 and c.name})
+            rename.update({c.name: f"{c.name}_{tag}" for c in scalars + ops if c.name})
             rename[kb] = k
             for r in carried:
                 rename[r] = r + ("1" if buf else "")
@@ -116,8 +120,8 @@ class InterleaveFfma(Pass):
             body += stage_ops(0, ks[0], 0, f"i0_{tag}", 0)
             for j in range(1, count):
                 body += stage_ops(0, ks[j], j % 2, f"i{j}_{tag}", 0)
-                body += stage_ops(1, ks[j - 1], (j - 1) % 2, f"r{j - 1}_{tag}", 1)
-            body += stage_ops(1, ks[-1], (count - 1) % 2, f"r{count - 1}_{tag}", 0)
+                body += stage_ops(1, ks[j - 1], (j - 1) % 2, f"r{j - 1}_{tag}", 1, f"i{j - 1}_{tag}")
+            body += stage_ops(1, ks[-1], (count - 1) % 2, f"r{count - 1}_{tag}", 0, f"i{count - 1}_{tag}")
 
         out: list[Node] = []
         full = n // U

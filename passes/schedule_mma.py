@@ -8,14 +8,16 @@ from . import Pass
 # Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
 LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
            Op.PROMOTE: 64, Op.LOAD_SCALE: 400}
-ISSUE = (Op.WAIT, Op.SMEM_READ, Op.WGMMA)                   # start tensor-core work
-RETIRE = (Op.LOAD_SCALE, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)  # finish it on the CUDA cores
+# B-scale loads issue with the wgmma so their latency hides behind it (the promote reads them)
+ISSUE = (Op.LOAD_SCALE, Op.WAIT, Op.SMEM_READ, Op.WGMMA)    # start tensor-core work
+RETIRE = (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)             # finish it on the CUDA cores
 
 
 class ScheduleMma(Pass):
     """The default scheduler of the math k-loop.  It writes schedule *data* only: `stage` (0 = issue:
-    wait for the ring slot, read the A scales, issue the wgmma; 1 = retire: wait for the wgmma,
-    release the slot, load the B scales, promote), `order` (position within the loop body) and
+    load the B scales, wait for the ring slot, read the A scales, issue the wgmma; 1 = retire: wait
+    for the wgmma, release the slot, promote; B-scale loads move to stage 1 when the tile straddles
+    two B-scale blocks, whose extra live scales would spill), `order` (position within the loop body) and
     `latency` on each op of any k-loop that issues a wgmma.  Scalar index ops get no stage: the
     materialising pass recomputes them where they are needed.  interleave_ffma reads these attrs;
     a researcher replaces this pass to try another schedule without touching the lowering.
@@ -23,11 +25,16 @@ class ScheduleMma(Pass):
     name = "schedule_mma"
 
     def run(self, kernel: Node) -> Node:
+        bn = kernel.get("block_n") or 128
+        # a tile straddling two B-scale blocks keeps two scales and four products per block alive:
+        # loading them early would push the math warpgroups past their budget (ptxas spills)
+        issue = ISSUE if 128 % bn == 0 else tuple(o for o in ISSUE if o is not Op.LOAD_SCALE)
+
         def visit(n: Node) -> Node:
             if n.op is Op.FOR and any(c.op is Op.WGMMA for c in n.body):
                 body = []
                 for i, c in enumerate(n.body):
-                    stage = 0 if c.op in ISSUE else 1 if c.op in RETIRE else None
+                    stage = 0 if c.op in issue else 1 if c.op in RETIRE + ISSUE else None
                     if stage is not None:
                         c = c.with_attrs(stage=stage, order=i, latency=LATENCY[c.op])
                     body.append(c)

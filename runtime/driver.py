@@ -350,3 +350,38 @@ def launch(fn: Function, grid, block, smem_bytes: int, args: Sequence, stream_ha
     _make_current(fn.device_index)
     _check(_cuda().cuLaunchKernelEx(ctypes.byref(cfg), VP(fn.handle), params, None),
            f"cuLaunchKernelEx({fn.name}, grid={grid}, block={block}, smem={smem_bytes})")
+
+
+# ----------------------------------------------------------------------------- prebuilt launches
+
+class LaunchPlan:
+    """A launch with everything but the stream fixed: config struct, attributes and the kernel
+    parameter array are built once, so a warm call is one ctypes call (plus a context switch when
+    the thread last launched on another device)."""
+
+    def __init__(self, fn: Function, grid, block, smem_bytes: int, args: Sequence):
+        grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+        if smem_bytes > fn.max_dynamic_smem:
+            set_max_dynamic_smem(fn, smem_bytes)
+        self.fn = fn
+        self.args = list(args)                         # keep the ctypes objects / tensor maps alive
+        self.attrs = (CUlaunchAttribute * 1)()
+        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, self.attrs, 0)
+        self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
+        self.ctx = _make_current(fn.device_index)
+        self._launch = _cuda().cuLaunchKernelEx
+        self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
+
+    def __call__(self, stream_handle: int) -> None:
+        # launch in the function's context; give the caller's (torch's) context back afterwards
+        lib, cur = _cuda(), VP()
+        lib.cuCtxGetCurrent(ctypes.byref(cur))
+        switch = cur.value != self.ctx
+        if switch:
+            _check(lib.cuCtxSetCurrent(VP(self.ctx)), "cuCtxSetCurrent")
+        self.cfg.hStream = stream_handle
+        res = self._launch(self._cfg_ref, self._fn_ref, self.params, None)
+        if switch:
+            lib.cuCtxSetCurrent(cur)
+        if res:
+            _check(res, f"cuLaunchKernelEx({self.fn.name})")

@@ -53,6 +53,25 @@ class LoadedKernel:
                 self._maps[key] = tm
         return tm
 
+    def plan(self, tensors: dict, m: int) -> "driver.LaunchPlan":
+        """A prebuilt launch for these exact tensors (addresses, shapes and strides are baked into
+        the tensor maps): the warm path of the DeepGEMM-style API."""
+        tiles = -(-m // self.block_m) * self.n_blocks
+        grid = max(1, min(tiles, self.num_sms))
+        return driver.LaunchPlan(self.fn, grid, self.threads, self.smem, self.arguments(tensors, m))
+
+    def arguments(self, tensors: dict, m: int) -> list:
+        args = []
+        for ptx_name, kind, name in self.params:
+            if kind == "tmap":
+                t = tensors[name]
+                args.append(self.tensor_map(name, t, t.shape[0]))
+            elif kind == "ptr":
+                args.append(ctypes.c_uint64(tensors[name].data_ptr()))
+            else:
+                args.append(ctypes.c_uint32(m))
+        return args
+
     def launch(self, tensors: dict, m: int, stream_handle: int) -> None:
         args = []
         for ptx_name, kind, name in self.params:

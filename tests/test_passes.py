@@ -189,8 +189,10 @@ def test_schedule_mma_writes_stage_order_latency(cfg):
     assert [c.get("order") for c in staged] == sorted(c.get("order") for c in staged)
     by_op = {c.op: c for c in staged}
     assert by_op[Op.WGMMA].get("stage") == 0 and by_op[Op.WGMMA].get("latency") == 512
-    assert by_op[Op.WAIT].get("stage") == 0 and by_op[Op.SMEM_READ].get("stage") == 0
-    assert all(by_op[o].get("stage") == 1 for o in (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE, Op.LOAD_SCALE))
+    # B-scale loads issue with the wgmma (their latency hides behind it)
+    assert all(by_op[o].get("stage") == 0 for o in (Op.WAIT, Op.SMEM_READ))
+    assert by_op[Op.LOAD_SCALE].get("stage") == (0 if 128 % cfg.block_n == 0 else 1)
+    assert all(by_op[o].get("stage") == 1 for o in (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE))
     # only the math k-loop is scheduled; the producer's loop is untouched
     assert not any(n.get("stage") is not None for n in region(k, "load").walk())
 
