@@ -122,7 +122,7 @@ def syntax_check(source: str, chip: str) -> subprocess.CompletedProcess:
 
 
 # ------------------------------------------------------------------------------------------------
-def make_inputs(op: str, m: int, n: int, k: int, seed: int = 0):
+def make_inputs(op: str, m: int, n: int, k: int, seed: int = 0, groups: int | None = None):
     """Random torch inputs in the kernel's param order and the float64 reference of D."""
     import torch
     g = torch.Generator().manual_seed(seed)
@@ -134,7 +134,48 @@ def make_inputs(op: str, m: int, n: int, k: int, seed: int = 0):
         from .gpu_run import fp8_inputs
         A, sfa, B, sfb, ref = fp8_inputs(m, n, k, "cpu", seed=seed)
         return {"A": A, "SFA": sfa, "B": B, "SFB": sfb}, ref
+    if op == "m_grouped_fp8_gemm_nt_contiguous":
+        return _grouped_inputs(m, n, k, groups, seed)
     raise OpError(f"ascend-emu: no input generator for {op}")
+
+
+def _deq(q, sf, rows_per_sf: int):
+    """fp8 values times their scales (1 x 128 or 128 x 128 blocks), float64."""
+    r, k = q.shape
+    s = sf.double().repeat_interleave(128, dim=1)[:, :k]
+    s = s.repeat_interleave(rows_per_sf, dim=0)[:r]
+    return q.double() * s
+
+
+def _grouped_inputs(m: int, n: int, k: int, groups: int, seed: int):
+    """DeepGEMM's contiguous layout: 128-row blocks assigned to groups in order (some groups empty), the
+    last rows of each group's last block are padding (MI = -1; their D rows are not compared)."""
+    import torch
+    from .gpu_run import fp8_inputs
+    g = torch.Generator().manual_seed(seed)
+    A, sfa, _, _, _ = fp8_inputs(m, n, k, "cpu", seed=seed)
+    nblk = -(-m // 128)
+    owner = torch.sort(torch.randint(0, groups, (nblk,), generator=g)).values
+    mi = owner.repeat_interleave(128)[:m].to(torch.int32).clone()
+    for gi in range(groups):
+        rows = (mi == gi).nonzero().flatten()
+        if len(rows) > 1:
+            pad = int(torch.randint(0, min(len(rows), 128), (1,), generator=g))
+            if pad:
+                mi[rows[-pad:]] = -1
+    Bs, sfbs = [], []
+    for gi in range(groups):
+        _, _, B, sfb, _ = fp8_inputs(1, n, k, "cpu", seed=seed * 1000 + gi + 1)
+        Bs.append(B)
+        sfbs.append(sfb)
+    a_deq = _deq(A, sfa, 1)
+    ref = torch.zeros(m, n, dtype=torch.float64)
+    for gi in range(groups):
+        rows = (mi == gi).nonzero().flatten()
+        if len(rows):
+            ref[rows] = a_deq[rows] @ _deq(Bs[gi], sfbs[gi], 128).T
+    inputs = {"A": A, "SFA": sfa, "B": torch.cat(Bs), "SFB": torch.cat(sfbs), "MI": mi}
+    return inputs, ref
 
 
 def _to_bytes(t) -> bytes:
@@ -145,6 +186,14 @@ def _to_bytes(t) -> bytes:
     if t.dtype in (torch.bfloat16, torch.float16):
         return t.view(torch.int16).numpy().tobytes()
     return t.numpy().tobytes()
+
+
+def valid_rows(inputs: dict, d, ref):
+    """m-grouped: only rows with a group (MI >= 0) are defined."""
+    if "MI" not in inputs:
+        return d, ref
+    keep = inputs["MI"] >= 0
+    return d[keep], ref[keep]
 
 
 def launch_blocks(res, m: int) -> int:
@@ -202,8 +251,9 @@ def run_one(op: str, chip: str, m: int, n: int, k: int, seed: int = 0, **extra) 
         raise OpError(f"unknown chip {chip!r} for ascend-emu; known: {', '.join(TARGETS)}")
     res = dgir.compile(op, target=TARGETS[chip], m=m, n=n, k=k, **extra)
     exe = build(res)
-    inputs, ref = make_inputs(op, m, n, k, seed)
+    inputs, ref = make_inputs(op, m, n, k, seed, **extra)
     d = run_kernel(res, exe, inputs, m)["D"]
+    d, ref = valid_rows(inputs, d, ref)
     diff = calc_diff(d.double(), ref)
     thr = THRESHOLDS[op]
     rec = {"op": op, "target": "ascend-emu", "chip": chip, "m": m, "n": n, "k": k, **extra,

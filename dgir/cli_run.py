@@ -21,6 +21,7 @@ class Run:
         p.add_argument("--k", type=int, required=True)
         p.add_argument("--target", default="sm90a", choices=sorted(RUNNERS))
         p.add_argument("--chip", default="950", choices=["950", "910b"], help="ascend-emu chip profile")
+        p.add_argument("--groups", type=int, help="m-grouped operators: number of groups (ascend-emu)")
         p.add_argument("--device", default="cuda:0", help="sm90a: the torch device")
         p.add_argument("--no-time", action="store_true", help="sm90a: check only, don't time")
         p.add_argument("--seed", type=int, default=0)

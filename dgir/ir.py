@@ -101,9 +101,10 @@ class Op(enum.Enum):
     XCORE_SET = "xcore_set"      # cross-core flag (cube <-> vector cores); attrs: flag, mode, pipe
     XCORE_WAIT = "xcore_wait"    # attrs: flag, mode
     VFILL = "vfill"              # vector: local = value; args: dst; attrs: value
-    VPROMOTE = "vpromote"        # vector: acc[r] += part[r] * sfa[m0+r, kb] * sfb[n0/128, kb]; args: acc, part, rows, cols, kb, m0, n0
+    VPROMOTE = "vpromote"        # vector: acc[r] += part[r] * sfa[m0+r, kb] * sfb[sb_row, kb]; args: acc, part, rows, cols, kb, m0, sb_row
     VCAST = "vcast"              # vector: dst = cast(src); args: dst, src
     COPY_OUT = "copy_out"        # UB -> GM (MTE3); args: param, src, row0, col0, rows, cols
+    GM_READ = "gm_read"          # scalar read of a GM param by the scalar unit; args: param, index
 
 
 STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}

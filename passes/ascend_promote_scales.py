@@ -74,10 +74,11 @@ class AscendPromoteScales(Pass):
 
     @staticmethod
     def _vector_region(kernel: Node, half: int, BN: int, sfa: str, sfb: str, out_param: str) -> Node:
-        from dgir.ops.ascend_gemm import AscendGemmConfig, _tile_coords, tile_loop_header
+        from dgir.ops.ascend_gemm import AscendGemmConfig, _maybe_group, _tile_coords, tile_loop_header
         a = kernel.a
         cfg = AscendGemmConfig(op=a["op"], chip=a["chip"], n=a["n"], k=a["k"], in_dtype=a["in_dtype"],
-                               block_m=a["block_m"], block_n=a["block_n"], block_k=a["block_k"], cores=a["cores"])
+                               block_m=a["block_m"], block_n=a["block_n"], block_k=a["block_k"], cores=a["cores"],
+                               groups=a.get("groups", 0))
         b = Builder(role="store")
         bid, gsz, M, tiles = tile_loop_header(b, cfg, "aic_id")
         sub = b.scalar(Op.SREG, "sub", which="sub_block_id")
@@ -86,16 +87,17 @@ class AscendPromoteScales(Pass):
         b.emit(Op.XCORE_SET, "", flag=FLAG_FREE, mode=2, pipe="S")          # pre-credit: the slot starts free
         with b.region(Op.FOR, "t", bid, tiles, gsz) as t:
             m0, n0, rows, cols = _tile_coords(b, cfg, t, M)
-            vrows = b.scalar(Op.MIN, "vrows", b.scalar(Op.SUB, "rows_left", rows, r0), half)
-            vm0 = b.scalar(Op.ADD, "vm0", m0, r0)
-            b.emit(Op.VFILL, "", "acc_ub", value=0.0)
-            with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
-                b.emit(Op.XCORE_WAIT, "", flag=FLAG_READY, mode=2)
-                b.emit(Op.COPY_IN, "", "part_ub", "WS", ws_row, 0, half, BN, role="load")
-                b.emit(Op.XCORE_SET, "", flag=FLAG_FREE, mode=2, pipe="MTE2")
-                b.emit(Op.VPROMOTE, "", "acc_ub", "part_ub", vrows, BN, kb, vm0, n0, sfa=sfa, sfb=sfb)
-            b.emit(Op.VCAST, "", "out_ub", "acc_ub")
-            b.emit(Op.COPY_OUT, "", out_param, "out_ub", vm0, n0, vrows, cols)
+            with _maybe_group(b, cfg, m0, n0) as (_, sb_row):   # m-grouped: the AIC's group and skip rule
+                vrows = b.scalar(Op.MIN, "vrows", b.scalar(Op.SUB, "rows_left", rows, r0), half)
+                vm0 = b.scalar(Op.ADD, "vm0", m0, r0)
+                b.emit(Op.VFILL, "", "acc_ub", value=0.0)
+                with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
+                    b.emit(Op.XCORE_WAIT, "", flag=FLAG_READY, mode=2)
+                    b.emit(Op.COPY_IN, "", "part_ub", "WS", ws_row, 0, half, BN, role="load")
+                    b.emit(Op.XCORE_SET, "", flag=FLAG_FREE, mode=2, pipe="MTE2")
+                    b.emit(Op.VPROMOTE, "", "acc_ub", "part_ub", vrows, BN, kb, vm0, sb_row, sfa=sfa, sfb=sfb)
+                b.emit(Op.VCAST, "", "out_ub", "acc_ub")
+                b.emit(Op.COPY_OUT, "", out_param, "out_ub", vm0, n0, vrows, cols)
         return Node(Op.WARPGROUP, "", (), None, {"ids": (1,), "roles": ("load", "store"), "unit": "aiv"}, b.nodes())
 
 

@@ -195,3 +195,20 @@ def test_cli_bad_input_is_one_line_exit_2(capsys):
     assert rc == 2 and len(err) == 1 and "not supported on ascend910b" in err[0]
     rc = main(["compile", "fp8_gemm_nt", "--target", "ascend910b", "--m", "20", "--n", "48", "--k", "72"])
     assert rc == 2
+
+
+def test_m_grouped_fp8_contiguous():
+    """Groups of 128-row blocks (some empty), padding rows MI = -1 skipped; M = 1 and a K tail too."""
+    op = "m_grouped_fp8_gemm_nt_contiguous"
+    for m, n, k, groups in ((700, 200, 300, 4), (1, 77, 40, 2)):
+        res = dgir.compile(op, target="ascend950", m=m, n=n, k=k, groups=groups, verify=True)
+        assert res.ir.get("groups") == groups and 128 % res.ir.get("block_m") == 0
+        exe = ascend_run.build(res)
+        inputs, ref = ascend_run.make_inputs(op, m, n, k, seed=3, groups=groups)
+        d, ref = ascend_run.valid_rows(inputs, ascend_run.run_kernel(res, exe, inputs, m)["D"], ref)
+        assert ascend_run.calc_diff(d.double(), ref) < ascend_run.THRESHOLDS[op]
+    assert ascend_run.syntax_check(res.ascendc, "950").returncode == 0
+    with pytest.raises(OpError, match="not supported on ascend910b"):
+        dgir.compile(op, target="ascend910b", m=128, n=64, k=128, groups=2)
+    with pytest.raises(OpError, match="missing groups"):
+        dgir.compile(op, target="ascend950", m=128, n=64, k=128)

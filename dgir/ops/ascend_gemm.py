@@ -2,6 +2,7 @@
 
     bf16_gemm_nt   D[M, N] (bf16) = A[M, K] @ B[N, K]^T, bf16 inputs           950 and 910B
     fp8_gemm_nt    D = (A * SFA) @ (B * SFB)^T, e4m3 inputs, DeepSeek scales    950 only (no FP8 Cube on 910B)
+    m_grouped_fp8_gemm_nt_contiguous   the same per row group g = MI[row]     950 only
                    SFA f32 [M, ceil(K/128)] (one per row and 128-wide K block, row-major),
                    SFB f32 [ceil(N/128), ceil(K/128)] (one per 128x128 block of B)
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
 from ..builder import Builder
@@ -36,6 +38,7 @@ from . import fp8_gemm  # noqa: F401  (registers fp8_gemm_nt first: the Ascend l
 
 ASCEND_TARGETS = {"ascend950": "950", "ascend910b": "910b"}
 FP8_BLOCK = 128                   # DeepSeek scale block along K (and along N for B)
+GROUP_ALIGN = 128                 # m-grouped contiguous layout: each group's rows padded to a multiple of this
 UINT16_MAX = 65535
 
 
@@ -65,6 +68,7 @@ class AscendGemmConfig:
     block_n: int
     block_k: int
     cores: int                    # AI cores (AICs) the kernel may be launched on
+    groups: int = 0               # m-grouped (contiguous layout): number of B matrices; 0 = plain GEMM
     model_us: float = 0.0         # cost MODEL of the shape the config was chosen for (not a measurement)
     model_util: float = 0.0
 
@@ -85,7 +89,8 @@ class AscendGemmConfig:
         return hashlib.sha256(repr(sorted(d.items())).encode()).hexdigest()[:8]
 
     def kernel_name(self) -> str:
-        return (f"{self.op}_{self.chip}_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_bk{self.block_k}")
+        g = f"_g{self.groups}" if self.groups else ""
+        return f"{self.op}_{self.chip}{g}_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_bk{self.block_k}"
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,15 @@ class AscendGemm:
     op: str
     in_dtype: str
     chips: tuple
+    grouped: bool = False
 
-    def check(self, chip: str, m, n, k, **extra) -> None:
+    def check(self, chip: str, m, n, k, groups=None, **extra) -> None:
         name = self.op
+        if self.grouped:
+            if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+                raise OpError(f"{name}: --groups must be an int >= 1, got {groups!r}")
+        elif groups is not None:
+            extra["groups"] = groups
         for dim, v in (("m", m), ("n", n), ("k", k)):
             if not isinstance(v, int) or isinstance(v, bool):
                 raise OpError(f"{name}: {dim} must be an int, got {v!r}")
@@ -132,10 +143,12 @@ class AscendGemm:
                     continue
                 if (cfg.base_m // 2) * cfg.base_n * (4 + 4 + 2) > c.ub:
                     continue
+                if self.grouped and GROUP_ALIGN % cfg.base_m:
+                    continue          # an M tile must not straddle two groups (rows are 128-aligned per group)
             yield cfg
 
-    def choose_config(self, chip: str, m: int, n: int, k: int) -> AscendGemmConfig:
-        self.check(chip, m, n, k)
+    def choose_config(self, chip: str, m: int, n: int, k: int, groups: int | None = None) -> AscendGemmConfig:
+        self.check(chip, m, n, k, groups)
         cm = _costmodel()
         c = cm.get_chip(chip)
         best = None
@@ -148,7 +161,7 @@ class AscendGemm:
             raise OpError(f"{self.op}: no legal tile config on {c.name}")
         _, cfg, r = best
         return AscendGemmConfig(op=self.op, chip=chip, n=n, k=k, in_dtype=self.in_dtype, block_m=cfg.base_m,
-                                block_n=cfg.base_n, block_k=cfg.base_k, cores=c.aic,
+                                block_n=cfg.base_n, block_k=cfg.base_k, cores=c.aic, groups=groups or 0,
                                 model_us=r.time_us, model_util=r.utilization)
 
     def lower(self, cfg: AscendGemmConfig) -> Node:
@@ -167,6 +180,12 @@ def _tile_coords(b: Builder, cfg: AscendGemmConfig, t: str, M: str):
     return m0, n0, rows, cols
 
 
+def tile_group(b: Builder, cfg: AscendGemmConfig, m0: str):
+    """m-grouped: the tile's group g = MI[m0] (-1: padding rows, the tile is skipped) -> (g, valid)."""
+    g = b.emit(Op.GM_READ, "g", "MI", m0, type=Type(DType.i32))
+    return g, b.scalar(Op.LT, "valid", -1, g)
+
+
 def tile_loop_header(b: Builder, cfg: AscendGemmConfig, core: str):
     """Scalars every region starts with: its AIC index, the AIC count, M and the tile count."""
     bid = b.scalar(Op.SREG, "bid", which=core)
@@ -177,6 +196,21 @@ def tile_loop_header(b: Builder, cfg: AscendGemmConfig, core: str):
     return bid, gsz, M, tiles
 
 
+@contextmanager
+def _maybe_group(b: Builder, cfg: AscendGemmConfig, m0: str, n0: str):
+    """Yield (B row of the tile's N block, SFB row).  m-grouped: both offset by the tile's group, and the
+    rest of the tile sits inside `if valid` (padding rows, group -1, are skipped)."""
+    sb_n = b.scalar(Op.DIV, "sb_n", n0, FP8_BLOCK) if cfg.scaled else None
+    if not cfg.groups:
+        yield n0, sb_n
+        return
+    g, valid = tile_group(b, cfg, m0)
+    with b.region(Op.IF, "", valid):
+        b_row = b.scalar(Op.ADD, "b_row", b.scalar(Op.MUL, "g_rows", g, cfg.n), n0)
+        sb_row = b.scalar(Op.ADD, "sb_row", b.scalar(Op.MUL, "g_sb", g, ceil_div(cfg.n, FP8_BLOCK)), sb_n)
+        yield b_row, sb_row
+
+
 def lower(cfg: AscendGemmConfig) -> Node:
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     dt = DType.e4m3 if cfg.in_dtype == "fp8" else DType.bf16
@@ -185,9 +219,12 @@ def lower(cfg: AscendGemmConfig) -> Node:
     decl.emit(Op.PARAM, "A", type=Type(dt, ("M", cfg.k)), layout="kmajor")
     if cfg.scaled:
         decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, ("M", kb_total)), layout="rowmajor")
-    decl.emit(Op.PARAM, "B", type=Type(dt, (cfg.n, cfg.k)), layout="kmajor")
+    G = max(cfg.groups, 1)
+    decl.emit(Op.PARAM, "B", type=Type(dt, (G * cfg.n, cfg.k)), layout="kmajor")
     if cfg.scaled:
-        decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, FP8_BLOCK), kb_total)), layout="rowmajor")
+        decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (G * ceil_div(cfg.n, FP8_BLOCK), kb_total)), layout="rowmajor")
+    if cfg.groups:
+        decl.emit(Op.PARAM, "MI", type=Type(DType.i32, ("M",)), layout="rowmajor")
     decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", output=True)
     decl.emit(Op.LOCAL, "a_l1", type=Type(dt, (BM, BK)), pos="L1")
     decl.emit(Op.LOCAL, "b_l1", type=Type(dt, (BN, BK)), pos="L1")
@@ -199,34 +236,42 @@ def lower(cfg: AscendGemmConfig) -> Node:
     bid, gsz, M, tiles = tile_loop_header(b, cfg, "block_id")
     with b.region(Op.FOR, "t", bid, tiles, gsz) as t:
         m0, n0, rows, cols = _tile_coords(b, cfg, t, M)
-        with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
-            k0 = b.scalar(Op.MUL, "k0", kb, BK)
-            kl = b.scalar(Op.MIN, "kl", b.scalar(Op.SUB, "k_left", cfg.k, k0), BK)
-            first = b.scalar(Op.LT, "first", kb, 1)
-            b.emit(Op.COPY_IN, "", "a_l1", "A", m0, k0, rows, kl, nd2nz=True)
-            b.emit(Op.COPY_IN, "", "b_l1", "B", n0, k0, cols, kl, nd2nz=True)
-            b.emit(Op.LOAD_L0, "", "a_l0", "a_l1", rows, kl)
-            b.emit(Op.LOAD_L0, "", "b_l0", "b_l1", cols, kl)
-            if cfg.scaled:
-                b.emit(Op.MMAD_SCALED, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, kb, m0, n0,
-                       sfa="SFA", sfb="SFB", role="mma")
-            else:
-                b.emit(Op.MMAD, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, role="mma")
-        b.emit(Op.FIXPIPE, "", "D", "acc", m0, n0, rows, cols, role="store")
+        with _maybe_group(b, cfg, m0, n0) as (b_row, sb_row):
+            with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
+                k0 = b.scalar(Op.MUL, "k0", kb, BK)
+                kl = b.scalar(Op.MIN, "kl", b.scalar(Op.SUB, "k_left", cfg.k, k0), BK)
+                first = b.scalar(Op.LT, "first", kb, 1)
+                b.emit(Op.COPY_IN, "", "a_l1", "A", m0, k0, rows, kl, nd2nz=True)
+                b.emit(Op.COPY_IN, "", "b_l1", "B", b_row, k0, cols, kl, nd2nz=True)
+                b.emit(Op.LOAD_L0, "", "a_l0", "a_l1", rows, kl)
+                b.emit(Op.LOAD_L0, "", "b_l0", "b_l1", cols, kl)
+                if cfg.scaled:
+                    b.emit(Op.MMAD_SCALED, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, kb, m0, sb_row,
+                           sfa="SFA", sfb="SFB", role="mma")
+                else:
+                    b.emit(Op.MMAD, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, role="mma")
+            b.emit(Op.FIXPIPE, "", "D", "acc", m0, n0, rows, cols, role="store")
     cube = Node(Op.WARPGROUP, "", (), None, {"ids": (0,), "roles": ("load", "mma", "store"), "unit": "aic"},
                 b.nodes())
     attrs = {"op": cfg.op, "target": "ascend950" if cfg.chip == "950" else "ascend910b", "chip": cfg.chip,
              "n": cfg.n, "k": cfg.k, "in_dtype": cfg.in_dtype, "block_m": BM, "block_n": BN, "block_k": BK,
              "cores": cfg.cores, "config": cfg.key()}
+    if cfg.groups:
+        attrs["groups"] = cfg.groups
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (cube,))
 
 
 BF16 = AscendGemm("bf16_gemm_nt", "bf16", ("950", "910b"))
 FP8 = AscendGemm("fp8_gemm_nt", "fp8", ("950",))
+GROUPED_FP8 = AscendGemm("m_grouped_fp8_gemm_nt_contiguous", "fp8", ("950",), grouped=True)
+
+
+def _no_sm90a_op(op):
+    raise OpError(f"{op} has no sm90a lowering yet (targets: ascend950, ascend910b)")
 
 
 def _no_sm90a(**dims):
-    raise OpError("bf16_gemm_nt has no sm90a lowering yet (targets: ascend950, ascend910b)")
+    _no_sm90a_op("bf16_gemm_nt")
 
 
 register_operator(Operator(
@@ -234,3 +279,10 @@ register_operator(Operator(
     choose_config=_no_sm90a, lower=None, check=lambda **d: None, ascend=BF16,
     doc="D = A @ B^T; bf16 A[M,K], B[N,K]; bf16 D.  Ascend targets only."))
 OPERATORS["fp8_gemm_nt"] = dataclasses.replace(OPERATORS["fp8_gemm_nt"], ascend=FP8)
+register_operator(Operator(
+    name="m_grouped_fp8_gemm_nt_contiguous", dims=("m", "n", "k", "groups"), compiled_dims=("n", "k", "groups"),
+    choose_config=lambda **d: _no_sm90a_op("m_grouped_fp8_gemm_nt_contiguous"), lower=None, check=lambda **d: None,
+    ascend=GROUPED_FP8,
+    doc="D[r] = (A[r]*SFA[r]) @ (B[g]*SFB[g])^T with g = MI[r] (-1: padding row, skipped); rows of a group are "
+        "contiguous and padded to 128; e4m3 A[M,K], B[G*N,K]; f32 SFA [M, K/128], SFB [G*N/128, K/128]; bf16 D. "
+        "Ascend 950 only."))

@@ -83,6 +83,19 @@ def _scalar(n: Node, c: _Ctx):
     c.out(f"const int64_t {_ident(n.name)} = {expr};")
 
 
+def _if(n: Node, c: _Ctx):
+    c.out(f"if ({c.v(n.args[0])}) {{")
+    c.depth += 1
+    _body(n.body, c)
+    c.depth -= 1
+    c.out("}")
+
+
+def _gm_read(n: Node, c: _Ctx):
+    param, idx = n.args
+    c.out(f"const int64_t {_ident(n.name)} = {c.gm(param)}.GetValue((uint64_t){c.v(idx)});   // gm_read %{param} (scalar unit)")
+
+
 def _for(n: Node, c: _Ctx):
     i = _ident(n.name)
     start, stop, step = (c.v(a) for a in n.args)
@@ -192,13 +205,13 @@ def _vfill(n: Node, c: _Ctx):
 
 
 def _vpromote(n: Node, c: _Ctx):
-    acc, part, rows, cols, kb, m0, n0 = n.args
+    acc, part, rows, cols, kb, m0, sb_row = n.args
     sfa, sfb = n.get("sfa"), n.get("sfb")
     kbs = c.pitch(sfa)
     row = c.decls[acc].type.shape[-1]
     c.out(f"{{  // vpromote %{acc} += %{part} * sfa[row, kb] * sfb[n block, kb] (V; scales read by the scalar unit)")
     c.depth += 1
-    c.out(f"const float sfb_kb = {c.gm(sfb)}.GetValue((uint64_t)({c.v(n0)} / 128) * {kbs} + {c.v(kb)});")
+    c.out(f"const float sfb_kb = {c.gm(sfb)}.GetValue((uint64_t){c.v(sb_row)} * {kbs} + {c.v(kb)});")
     c.out(f"for (int64_t r = 0; r < {c.v(rows)}; ++r) {{")
     c.out(f"  const float scale = {c.gm(sfa)}.GetValue((uint64_t)({c.v(m0)} + r) * {kbs} + {c.v(kb)}) * sfb_kb;")
     c.out(f"  Axpy({_ident(acc)}[r * {row}], {_ident(part)}[r * {row}], scale, (int32_t){c.v(cols)});")
@@ -239,7 +252,7 @@ def _unit(c: _Ctx) -> str:
 EMIT = {
     Op.SREG: _scalar, Op.DIM: _scalar, Op.CONST: _scalar, Op.ADD: _scalar, Op.SUB: _scalar, Op.MUL: _scalar,
     Op.DIV: _scalar, Op.MOD: _scalar, Op.MIN: _scalar, Op.LT: _scalar, Op.CEILDIV: _scalar,
-    Op.FOR: _for,
+    Op.FOR: _for, Op.IF: _if, Op.GM_READ: _gm_read,
     Op.COPY_IN: _copy_in, Op.LOAD_L0: _load_l0, Op.MMAD: _mmad, Op.FIXPIPE: _fixpipe, Op.COPY_OUT: _copy_out,
     Op.VFILL: _vfill, Op.VPROMOTE: _vpromote, Op.VCAST: _vcast,
     Op.SET_FLAG: _set_flag, Op.WAIT_FLAG: _wait_flag, Op.XCORE_SET: _xcore_set, Op.XCORE_WAIT: _xcore_wait,
