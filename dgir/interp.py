@@ -237,6 +237,7 @@ class _Task:
     wg_id: int
     wg_local: int
     roles: tuple
+    n_wgs: int = 1        # warpgroups in the region: wave w of this task owns slice w * n_wgs + wg_local
     gen: object = None
     blocker: _Blocker | None = None
     cur: Node | None = None
@@ -423,7 +424,7 @@ class _Machine:
             if not ids:
                 raise InterpError("warpgroup region without ids")
             for li, wid in enumerate(ids):
-                t = _Task(len(tasks), ri, wid, li, tuple(region.get("roles", ())))
+                t = _Task(len(tasks), ri, wid, li, tuple(region.get("roles", ())), n_wgs=len(ids))
                 for rn, rd in self.regs.items():
                     if rd.type is None or any(not isinstance(x, int) for x in rd.type.shape):
                         raise InterpError(f"regs %{rn} needs a static type, got {rd.type}")
@@ -631,11 +632,13 @@ class _Machine:
                             f"that this warpgroup has not waited for or has already released ({state})")
         return buf[slot]
 
-    def _rows(self, t: _Task, tile: torch.Tensor, what: str) -> slice:
-        lo = ROWS_PER_WG * t.wg_local
-        if tile.shape[0] < lo + ROWS_PER_WG and not (t.wg_local == 0 and tile.shape[0] <= ROWS_PER_WG):
-            raise InterpError(f"{what}: warpgroup {t.wg_local} of its region owns rows {lo}..{lo + ROWS_PER_WG} "
-                              f"but the tile has {tile.shape[0]} rows")
+    def _rows(self, t: _Task, tile: torch.Tensor, what: str, wave: int | None = 0) -> slice:
+        """This task's 64-row slice of a tile: wave w of warpgroup g owns slice w * n_wgs + g."""
+        idx = (wave or 0) * t.n_wgs + t.wg_local
+        lo = ROWS_PER_WG * idx
+        if tile.shape[0] < lo + ROWS_PER_WG and not (idx == 0 and tile.shape[0] <= ROWS_PER_WG):
+            raise InterpError(f"{what}: warpgroup {t.wg_local} (wave {wave or 0}) of its region owns rows "
+                              f"{lo}..{lo + ROWS_PER_WG} but the tile has {tile.shape[0]} rows")
         return slice(lo, lo + ROWS_PER_WG)
 
     def _scale_operands(self, t: _Task, args: tuple, what: str):
@@ -659,7 +662,7 @@ class _Machine:
     def _mma_operands(self, t: _Task, n: Node, acc: torch.Tensor, a_ring: str, b_ring: str, ctr):
         a = self._ring_read(t, a_ring, ctr, n.op.value)
         b = self._ring_read(t, b_ring, ctr, n.op.value)
-        a = a[self._rows(t, a, n.op.value)]
+        a = a[self._rows(t, a, n.op.value, n.get("wave"))]
         N, K = n.get("n", b.shape[0]), n.get("k", b.shape[-1])
         if b.shape[0] != N or acc.shape != (a.shape[0], N) or a.shape[-1] != K or b.shape[-1] != K:
             raise InterpError(f"{n.op.value}: shapes do not match: A rows {tuple(a.shape)}, B {tuple(b.shape)}, "
@@ -780,7 +783,7 @@ class _Machine:
         dst, ring, ctr = n.args
         r = self._reg(t, dst, "smem_read writes")
         slot = self._ring_read(t, ring, ctr, "smem_read")
-        src = slot[self._rows(t, slot, "smem_read")]
+        src = slot[self._rows(t, slot, "smem_read", n.get("wave"))]
         if src.shape[0] != r.shape[0] or src.numel() != r.numel():
             raise InterpError(f"smem_read: rows {tuple(src.shape)} of %{ring} do not fit %{dst} {tuple(r.shape)}")
         r.copy_(src.reshape(r.shape).to(r.dtype))
@@ -794,7 +797,7 @@ class _Machine:
                             f"(tma_store_wait [read=true] first)")
         a = self._reg(t, acc, "stage_out reads")
         d = self.cta.smem[tile][0]
-        rows = self._rows(t, d, "stage_out")
+        rows = self._rows(t, d, "stage_out", n.get("wave"))
         if d[rows].shape != a.shape:
             raise InterpError(f"stage_out: %{acc} {tuple(a.shape)} does not fit rows {rows.start}.. of %{tile} "
                               f"{tuple(d.shape)}")
@@ -824,7 +827,7 @@ class _Machine:
                             f"(sync [fence_async=true]) in between")
         dst = self.tensors[param]
         src = self.cta.smem[tile][0]
-        rows = self._rows(t, src, "tma_store")
+        rows = self._rows(t, src, "tma_store", n.get("wave"))
         src = src[rows]
         c = [self._int(t, x) for x in coords]
         if len(c) != dst.dim() or src.dim() != dst.dim():
@@ -909,7 +912,7 @@ class _Machine:
                                 f"released before the wgmma retired")
             acc = t.regs[g.acc]
             a = self.cta.smem[g.a_ring][g.slot]
-            a = a[self._rows(t, a, "wgmma")]
+            a = a[self._rows(t, a, "wgmma", g.node.get("wave"))]
             part = _dot(a, self.cta.smem[g.b_ring][g.slot])
             if g.base is None:
                 res = part

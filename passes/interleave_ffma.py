@@ -61,6 +61,9 @@ class InterleaveFfma(Pass):
         carried = sorted(written0 & read1)
         cost = sum(regs[r].type.numel // 128 for r in regs if r in read1 | written0 or r == "acc")
         extra = sum(regs[r].type.numel // 128 for r in carried)
+        if sum(c.op is Op.WGMMA for c in staged) > 1:
+            # waves share one partial: a second buffer per wave would not fit the register file
+            return [loop.with_attrs(pipelined=None, interleave="skipped: several waves share the partial")]
         waits = [c.args[0] for c in staged if c.op is Op.WAIT]
         if any(self.stages.get(ch, 1) < 2 for ch in waits):
             # block j+1's slot must be filled while block j's is still held: one stage deadlocks

@@ -13,7 +13,8 @@ class PromoteScales(Pass):
     with CUDA-core FFMAs: acc += part * (sfa[row] * sfb[n block]).  FP8 tensor-core accumulation is
     not exact FP32 (about 2^-6 relative per K=32 step on the H200), so the partial must not live
     longer than one scale block.  A tile that straddles two 128-row B-scale blocks keeps both
-    B scales (sb0, sb1); `promote` picks per column.  Declares the partial register tile `part`.
+    B scales (sb0, sb1); `promote` picks per column.  Declares the partial register tile `part`; with
+    several waves (BLOCK_M 256) the waves share it, so a wave's promote precedes the next wgmma.
     """
     name = "promote_scales"
 
@@ -29,8 +30,12 @@ class PromoteScales(Pass):
                 if n.op is Op.MMA_SCALED:
                     acc, a_ring, b_ring, ctr, sfa, sb0, sb1, n0 = n.args
                     part_type = kernel.decl(acc).type
+                    # one partial serves every wave: promote the previous one before it is reused
+                    out.extend(p for _, p in pending)
+                    pending.clear()
+                    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 0, "role": n.role, "wave": n.get("wave")}
                     out.append(Node(Op.WGMMA, "", ("part", a_ring, b_ring, ctr), None,
-                                    {"n": n.get("n"), "k": n.get("k"), "scale_d": 0, "role": n.role}))
+                                    {k: v for k, v in attrs.items() if v is not None}))
                     out.append(Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": n.role}))
                     pending.append((ctr, Node(Op.PROMOTE, "", (acc, "part", sfa, sb0, sb1, n0), None,
                                               {"role": n.role})))

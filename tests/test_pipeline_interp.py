@@ -15,6 +15,7 @@ for _ in range(6):
     bm, bn = rng.choice([64, 128]), rng.choice([16, 48, 96, 128, 160])
     CASES.append((rng.choice([1, 17, 70, 130]), rng.choice([bn, 2 * bn + 8 * rng.randint(0, 3)]),
                   rng.choice([128, 272, 640]), bm, bn, rng.randint(1, 4)))
+CASES += [(300, 256, 384, 256, 128, 3), (17, 136, 272, 256, 64, 2)]     # BLOCK_M 256: two waves
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages", CASES)

@@ -16,6 +16,8 @@ for _ in range(12):
     k = rng.choice([128, 272, 512, 2048, 7168])
     stages = rng.randint(1, max_stages(bm, bn))
     SAMPLED.append(Fp8GemmConfig(n=rng.choice([bn, 576, 2112, 7168]), k=k, block_m=bm, block_n=bn, stages=stages))
+SAMPLED += [Fp8GemmConfig(n=7168, k=7168, block_m=256, block_n=128, stages=3),
+            Fp8GemmConfig(n=2112, k=640, block_m=256, block_n=96, stages=3)]
 CHOSEN = [choose_config(m, n, k) for m in (1, 64, 128, 4096) for n, k in
           [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]]
 CONFIGS = SAMPLED + sorted(set(CHOSEN), key=repr)

@@ -43,7 +43,13 @@ class Fp8GemmConfig:
 
     @property
     def math_wgs(self) -> int:
-        return self.block_m // 64
+        return min(self.block_m // 64, 2)
+
+    @property
+    def waves(self) -> int:
+        """64-row slices each math warpgroup computes one after another (BLOCK_M 256: two waves,
+        sharing one partial accumulator, as DeepGEMM's WAVE_BLOCK_M)."""
+        return self.block_m // (64 * self.math_wgs)
 
     @property
     def threads(self) -> int:
@@ -142,8 +148,10 @@ def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConf
 
 def check_config(cfg: Fp8GemmConfig) -> None:
     """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
-    if cfg.block_m not in (64, 128):
-        raise OpError(f"fp8_gemm_nt: block_m must be 64 or 128 (64 rows per math warpgroup), got {cfg.block_m}")
+    if cfg.block_m not in (64, 128, 256):
+        raise OpError(f"fp8_gemm_nt: block_m must be 64, 128 or 256 (64-row slices per math warpgroup), got {cfg.block_m}")
+    if cfg.block_m == 256 and cfg.block_n > 128:
+        raise OpError(f"fp8_gemm_nt: block_m=256 needs block_n <= 128 (two accumulators per thread), got {cfg.block_n}")
     if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
         raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
     if cfg.block_n > 128 and not (cfg.block_n % (cfg.block_n - 128) == 0 or 128 % (cfg.block_n - 128) == 0):
@@ -168,8 +176,15 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
     decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
     decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs)
-    decl.emit(Op.REGS, "acc", type=Type(DType.f32, (64, BN)))
-    decl.emit(Op.REGS, "sfa", type=Type(DType.f32, (64,)))
+    W = cfg.waves
+    accs = ["acc"] + [f"acc_w{w}" for w in range(1, W)]
+    sfas = ["sfa"] + [f"sfa_w{w}" for w in range(1, W)]
+    for name in accs:
+        decl.emit(Op.REGS, name, type=Type(DType.f32, (64, BN)))
+    for name in sfas:
+        decl.emit(Op.REGS, name, type=Type(DType.f32, (64,)))
+    # wave w of math warpgroup g owns rows 64 * (w * math_wgs + g) of the tile
+    wave = (lambda w: w) if W > 1 else (lambda w: None)
 
     def tile_loop(b: Builder, role: str):
         """Persistent tile loop shared by both roles; yields (m0, n0, kb-counter base)."""
@@ -213,21 +228,26 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
         sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
-        b.emit(Op.ZERO, "", "acc")
+        for acc in accs:
+            b.emit(Op.ZERO, "", acc)
         with b.region(Op.FOR, "kb", 0, nkb, 1) as kb:
             ctr = b.scalar(Op.ADD, "ctr", base, kb)
             sb0 = b.emit(Op.LOAD_SCALE, "sb0", "SFB", sb_row0, kb, type=Type(DType.f32))
             sb1 = b.emit(Op.LOAD_SCALE, "sb1", "SFB", sb_row1, kb, type=Type(DType.f32))
             b.emit(Op.WAIT, "", "ab", ctr)
-            b.emit(Op.SMEM_READ, "", "sfa", "sfa_ring", ctr)
-            b.emit(Op.MMA_SCALED, "", "acc", "a_ring", "b_ring", ctr, "sfa", sb0, sb1, n0, n=BN, k=BLOCK_K)
+            for w, (acc, sfa) in enumerate(zip(accs, sfas)):
+                b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, wave=wave(w))
+                b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, sb0, sb1, n0, n=BN, k=BLOCK_K,
+                       wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
         # epilogue: the same warpgroups act as the store role
         b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
         b.emit(Op.SYNC, "", role="store")
-        b.emit(Op.STAGE_OUT, "", "d_tile", "acc", role="store")
+        for w, acc in enumerate(accs):
+            b.emit(Op.STAGE_OUT, "", "d_tile", acc, role="store", wave=wave(w))
         b.emit(Op.SYNC, "", fence_async=True, role="store")
-        b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store")
+        for w in range(W):
+            b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
     b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
     consumers = Node(Op.WARPGROUP, "", (), None,
                      {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())

@@ -103,6 +103,15 @@ class Emitter:
             self.tiles[name] = self.b.regs("f32", shape[1] // 2 if len(shape) == 2 else 2)
         return self.tiles[name]
 
+    def slice_of(self, n: Node) -> str:
+        """Index of the 64-row slice an op works on: wave w of warpgroup g owns slice w * n_wgs + g."""
+        w = n.get("wave") or 0
+        if not w:
+            return self.wg_local
+        r = self.b.reg()
+        self.b(f"add.u32 {r}, {self.wg_local}, {w * self.n_wgs};")
+        return r
+
     def if_leader(self, pred_true_skip_label: str) -> None:
         """Branch to the label unless this thread is thread 0 of its warpgroup."""
         self.b(f"@!{self.wg_leader} bra {pred_true_skip_label};")
@@ -175,6 +184,7 @@ class Emitter:
         if regs is not None:
             b(f"setmaxnreg.{'dec' if regs <= 168 else 'inc'}.sync.aligned.u32 {regs};")
         self.wg_local = b.reg()
+        self.n_wgs = len(r.get("ids"))
         b(f"sub.u32 {self.wg_local}, {self.wg}, {r.get('ids')[0]};")
         t = b.reg()
         b(f"and.b32 {t}, {self.tid}, 127;")
@@ -334,7 +344,7 @@ def _smem_read(self: Emitter, n: Node) -> None:
     regs = self.tile(dst)
     base = self.smem_addr(ring, ctr)
     row = b.reg()
-    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.row0};")
+    b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
     b(f"mad.lo.u32 {row}, {row}, 4, {base};")
     b(f"ld.shared.f32 {regs[0]}, [{row}];")
     b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
@@ -360,7 +370,7 @@ def _wgmma(self: Emitter, n: Node) -> None:
     kstep = {DType.e4m3: 32, DType.e5m2: 32, DType.bf16: 16, DType.f16: 16}[kdt]
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
     a_addr = self.smem_addr(a_ring, ctr)
-    b(f"mad.lo.u32 {a_addr}, {self.wg_local}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
+    b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
     da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
     regs = self.tile(acc)
     if len(regs) != N // 2:
@@ -434,7 +444,7 @@ def _stage_out(self: Emitter, n: Node) -> None:
     BN = self.decls[d_tile].type.shape[1]
     base = self.smem_addr(d_tile)
     row = b.reg()
-    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.row0};")
+    b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
     addr = b.reg()
     b(f"mad.lo.u32 {addr}, {row}, {BN}, {self.col0};")
     b(f"mad.lo.u32 {addr}, {addr}, 2, {base};")
@@ -461,9 +471,10 @@ def _tma_store(self: Emitter, n: Node) -> None:
     self.if_leader(skip)
     BN = self.decls[d_tile].type.shape[1]
     src = self.smem_addr(d_tile)
-    b(f"mad.lo.u32 {src}, {self.wg_local}, {64 * BN * 2}, {src};")
+    sl = self.slice_of(n)
+    b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {src};")
     row = b.reg()
-    b(f"mad.lo.u32 {row}, {self.wg_local}, 64, {self.val(c1)};")
+    b(f"mad.lo.u32 {row}, {sl}, 64, {self.val(c1)};")
     M = b.reg()
     b(f"ld.param.u32 {M}, [dim_M];")
     p = b.reg("pred")
