@@ -45,8 +45,9 @@ def run_one(spec: str, device, spread=2.0):
                                 variant=spec, config=cfg, sass_interleave=sass)
     sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
+    plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
-    run = lambda: kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, stream)  # noqa: E731
+    run = lambda: plan(stream)  # noqa: E731
     run()
     torch.cuda.synchronize()
     out = d.double()

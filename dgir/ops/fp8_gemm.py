@@ -106,16 +106,21 @@ def legal_block_ns(n: int) -> list[int]:
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
 L2_BW = 9.0e12                # L2 -> SM bandwidth that the no-promotion ceiling sustains (calibrated)
-# fraction of the tensor-core peak our math loop reaches per BLOCK_N, measured at 4096x7168x16384 with
-# BLOCK_M = 128 (933 TFLOPS at BN = 128 with the interleaved promotion; 821 at 160, 769 at 112, 717 at 96)
-TC_EFFICIENCY = {128: 0.47, 160: 0.415, 192: 0.415, 144: 0.40, 112: 0.39, 96: 0.36}
+# fraction of the tensor-core peak our math loop reaches per (BLOCK_M, BLOCK_N), measured on the H200 at
+# M = 4096 with full waves (bench/TUNING.md): e.g. 256x128 reached 1047 TFLOPS at N=7168, K=16384
+TC_EFFICIENCY = {(256, 128): 0.53, (256, 112): 0.44, (256, 96): 0.40, (256, 64): 0.33,
+                 (128, 128): 0.485, (128, 160): 0.42, (128, 192): 0.41, (128, 144): 0.385, (128, 112): 0.39,
+                 (128, 96): 0.36, (128, 64): 0.30}
 
 
 def tc_efficiency(block_m: int, block_n: int) -> float:
-    e = TC_EFFICIENCY.get(block_n)
-    if e is None:                       # small tiles: issue and promotion overheads dominate
-        e = 0.47 * min(1.0, block_n / 128) ** 0.5 * (0.9 if block_n > 128 else 1.0)
-    return e * (0.85 if block_m == 64 else 1.0)    # one math warpgroup: nothing overlaps its promotion
+    e = TC_EFFICIENCY.get((block_m, block_n))
+    if e is None:   # unmeasured: interpolate on BLOCK_N (smaller tiles pay more issue/promotion overhead)
+        e = 0.485 * min(1.0, block_n / 128) ** 0.6 * (0.87 if block_n > 128 else 1.0)
+        e *= {64: 0.85, 128: 1.0, 256: 1.05}[block_m]
+        if 128 % block_n:           # tiles straddling two B-scale blocks pay per-column scale selects
+            e *= 0.82
+    return e
 
 
 def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS) -> float:
@@ -135,8 +140,10 @@ def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConf
     """The legal config with the least modelled time (ties: larger BLOCK_N, then BLOCK_M)."""
     check(m, n, k)
     best = None
-    for bm in (64, 128):
+    for bm in (64, 128, 256):
         for bn in legal_block_ns(n):
+            if bm == 256 and (bn > 128 or m <= 128):
+                continue
             stages = max_stages(bm, bn)
             if stages < 3:
                 continue
