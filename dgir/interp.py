@@ -268,6 +268,7 @@ class _Cta:
         self.chans: dict[str, _Channel] = {}
         self.copies: list[_Copy] = []
         self.sync_arrivals: dict[tuple, int] = {}   # (region, k) -> arrivals
+        self.split_results: dict[tuple, int] = {}   # (region, k) -> "this CTA reduces" of arrive k
 
 
 # ------------------------------------------------------------------------------------------------
@@ -326,6 +327,8 @@ class _Machine:
             Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
+            Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
+            Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_RESET: self._split_reset,
         }
 
     # --- inputs ---------------------------------------------------------------------------------
@@ -815,6 +818,56 @@ class _Machine:
         if arr[key] < need:
             yield _Blocker(lambda: arr[key] >= need,
                            lambda: f"sync #{key[1]} of its warpgroup region: {arr[key]}/{need} warpgroups arrived")
+
+    # --- split-K epilogue ---------------------------------------------------------------------------
+    def _split_store(self, t: _Task, n: Node):
+        W, acc, split = n.args[:3]
+        a = self._reg(t, acc, "split_store reads")
+        dst = self.tensors[W]
+        s = self._int(t, split)
+        m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
+        rows = self._rows(t, torch.empty(10**6), "split_store", n.get("wave"))
+        r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, dst.shape[1])
+        c_hi = min(n0 + a.shape[1], dst.shape[2])
+        if r_hi > r_lo and c_hi > n0:
+            dst[s, r_lo:r_hi, n0:c_hi] = a[: r_hi - r_lo, : c_hi - n0]
+
+    def _split_arrive(self, t: _Task, n: Node):
+        locks, tile = n.args
+        key = (t.region, t.syncs)
+        t.syncs += 1
+        arr = self.cta.sync_arrivals
+        arr[key] = arr.get(key, 0) + 1
+        need = len(self.regions[t.region].get("ids", ()))
+        if arr[key] < need:    # a CTA-wide barrier: every partial of the CTA is stored first
+            yield _Blocker(lambda: arr[key] >= need,
+                           lambda: f"split_arrive #{key[1]}: {arr[key]}/{need} warpgroups arrived")
+        res = self.cta.split_results
+        if key not in res:     # the CTA counts in once
+            L = self.tensors[locks]
+            i = self._int(t, tile)
+            old = int(L[i])
+            L[i] = old + 1
+            res[key] = int(old == n.get("splits") - 1)
+        t.env[n.name] = res[key]
+
+    def _split_reduce(self, t: _Task, n: Node):
+        D, W = n.args[:2]
+        dst, ws = self.tensors[D], self.tensors[W]
+        m0, n0 = self._int(t, n.args[2]), self._int(t, n.args[3])
+        rows = self._rows(t, torch.empty(10**6), "split_reduce", n.get("wave"))
+        r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, dst.shape[0])
+        c_hi = min(n0 + n.get("n"), dst.shape[1])
+        if r_hi <= r_lo or c_hi <= n0:
+            return
+        acc = torch.zeros((r_hi - r_lo, c_hi - n0), dtype=torch.float32)
+        for s in range(n.get("splits")):        # slice order, FP32 adds: as the kernel does
+            acc = acc + ws[s, r_lo:r_hi, n0:c_hi].float()
+        dst[r_lo:r_hi, n0:c_hi] = acc.to(dst.dtype)
+
+    def _split_reset(self, t: _Task, n: Node):
+        locks, tile = n.args
+        self.tensors[locks][self._int(t, tile)] = 0
 
     def _tma_store(self, t: _Task, n: Node):
         param, tile, *coords = n.args

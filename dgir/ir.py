@@ -89,6 +89,11 @@ class Op(enum.Enum):
     PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa ring, counter, sb0, sb1, n0
     MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
+    # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)
+    SPLIT_STORE = "split_store"    # args: workspace, acc, slice, m0, n0: FP32 partial rows < M
+    SPLIT_ARRIVE = "split_arrive"  # -> i32 1 in the CTA that completes the tile; args: counters, tile
+    SPLIT_REDUCE = "split_reduce"  # args: D, workspace, m0, n0: D = bf16(sum over slices 0..S-1)
+    SPLIT_RESET = "split_reset"    # args: counters, tile: zero the counter for the next launch
     # Ascend (AscendC units; `pipe` attr: MTE2 GM->L1/UB, MTE1 L1->L0A/B, M cube, FIX L0C->GM, V vector, MTE3 UB->GM)
     LOCAL = "local"              # on-chip buffer; attrs: pos (L1, L0A, L0B, L0C, UB), offset (set by allocation)
     COPY_IN = "copy_in"          # GM -> local (MTE2); args: dst, param, row0, col0, rows, cols; attrs: nd2nz
@@ -105,6 +110,9 @@ class Op(enum.Enum):
     VCAST = "vcast"              # vector: dst = cast(src); args: dst, src
     COPY_OUT = "copy_out"        # UB -> GM (MTE3); args: param, src, row0, col0, rows, cols
     GM_READ = "gm_read"          # scalar read of a GM param by the scalar unit; args: param, index
+    LOAD_L0_MX = "load_l0_mx"    # L1 (Nz) -> L0A/L0B plus e8m0 scale pairs -> L0A_MX/L0B_MX (MTE1); args: dst, src, scale_src, rows, cols
+    MMAD_MX = "mmad_mx"          # cube MX: acc (+)= (a * 2^(sa-127)) @ (b * 2^(sb-127))^T, one scale per 32 K; args as mmad
+    FILL_L1 = "fill_l1"          # zero columns [col0, col0 + cols) of an Nz L1 tile of `rows` rows (MTE1); args: dst, rows, col0, cols
 
 
 STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}

@@ -29,6 +29,7 @@ class LoadedKernel:
         self.block_m, self.block_n = k.get("block_m"), k.get("block_n")
         self.num_sms = k.get("num_sms")
         self.n_blocks = -(-k.get("n") // self.block_n)
+        self.split_k = k.get("split_k") or 1
         self.module = driver.load_module(result.cubin, device_index)
         self.fn = self.module.function(result.name)
         driver.set_max_dynamic_smem(self.fn, self.smem)
@@ -56,11 +57,34 @@ class LoadedKernel:
     def plan(self, tensors: dict, m: int) -> "driver.LaunchPlan":
         """A prebuilt launch for these exact tensors (addresses, shapes and strides are baked into
         the tensor maps): the warm path of the DeepGEMM-style API."""
-        tiles = -(-m // self.block_m) * self.n_blocks
+        tiles = -(-m // self.block_m) * self.n_blocks * self.split_k
         grid = max(1, min(tiles, self.num_sms))
-        return driver.LaunchPlan(self.fn, grid, self.threads, self.smem, self.arguments(tensors, m))
+        args = self.arguments(tensors, m)
+        plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args)
+        plan.tensors = self._keep             # workspace lives as long as the plan
+        return plan
+
+    def workspace(self, m: int, device) -> dict:
+        """Fresh scratch tensors for params marked `workspace` (split-K partials and tile counters).
+        Each launch plan owns its own, so plans never share counters; counters start at zero and the
+        kernel leaves them at zero."""
+        import torch
+        out = {}
+        for name, p in self.decls.items():
+            if not p.get("workspace"):
+                continue
+            if p.type.dtype is DType.i32:
+                tiles = -(-m // self.block_m) * self.n_blocks
+                out[name] = torch.zeros(tiles, dtype=torch.int32, device=device)
+            else:
+                shape = [m if d == "M" else d for d in p.type.shape]
+                out[name] = torch.empty(shape, dtype=torch.float32, device=device)
+        return out
 
     def arguments(self, tensors: dict, m: int) -> list:
+        if any(p.get("workspace") and name not in tensors for name, p in self.decls.items()):
+            tensors = {**self.workspace(m, tensors["A"].device), **tensors}
+        self._keep = tensors                  # the launch must not outlive its workspace
         args = []
         for ptx_name, kind, name in self.params:
             if kind == "tmap":
@@ -73,15 +97,5 @@ class LoadedKernel:
         return args
 
     def launch(self, tensors: dict, m: int, stream_handle: int) -> None:
-        args = []
-        for ptx_name, kind, name in self.params:
-            if kind == "tmap":
-                t = tensors[name]
-                args.append(self.tensor_map(name, t, t.shape[0]))
-            elif kind == "ptr":
-                args.append(ctypes.c_uint64(tensors[name].data_ptr()))
-            else:
-                args.append(ctypes.c_uint32(m))
-        tiles = -(-m // self.block_m) * self.n_blocks
-        grid = max(1, min(tiles, self.num_sms))
-        driver.launch(self.fn, grid, self.threads, self.smem, args, stream_handle)
+        """One-off launch (tests, benchmarks): builds a plan and runs it."""
+        self.plan(tensors, m)(stream_handle)

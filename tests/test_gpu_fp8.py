@@ -33,9 +33,11 @@ def test_fp8_gemm_nt_matches_reference(m, n, k):
     assert diff < 1e-3, diff
 
 
-def test_deterministic_bitwise():
+@pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (64, 2112, 7168), (128, 4096, 7168)])
+def test_deterministic_bitwise(m, n, k):
+    """Same inputs, same bits, run after run: split-K configs (the last two) included."""
     from dgir import deep_gemm
-    d, ref, (A, sfa, B, sfb) = _run(4096, 7168, 2048, seed=1)
+    d, ref, (A, sfa, B, sfb) = _run(m, n, k, seed=1)
     for _ in range(3):
         e = torch.full_like(d, float("nan"))
         deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), e)
@@ -50,10 +52,11 @@ def test_m_zero_returns():
                           torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"))
 
 
-def test_cuda_graph_capture_and_replay():
+@pytest.mark.parametrize("m", [256, 64])   # 64: a split-K config, whose workspace the graph keeps
+def test_cuda_graph_capture_and_replay(m):
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs
-    m, n, k = 256, 2112, 7168
+    n, k = 2112, 7168
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), 3)
     sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")

@@ -89,9 +89,9 @@ def test_promote_scales(cfg):
     filecheck(dgir.print_ir(k), rf"""
         CHECK: %acc = regs : f32\[64, {cfg.block_n}\]
         CHECK: %part = regs : f32\[64, {cfg.block_n}\]
-        CHECK: %kb = for\(0, {cfg.k_blocks}, 1\) \[role="mma"\]
-        CHECK: %sb0 = load_scale\(%SFB, %sb_row0, %kb\)
-        CHECK-NEXT: %sb1 = load_scale\(%SFB, %sb_row1, %kb\)
+        CHECK: %kbl = for\(0, {cfg.k_blocks}, 1\) \[role="mma"\]
+        CHECK: %sb0 = load_scale\(%SFB, %sb_row0, %kbl\)
+        CHECK-NEXT: %sb1 = load_scale\(%SFB, %sb_row1, %kbl\)
         CHECK-NEXT: wait\(%ab, %ctr\)
         CHECK-NEXT: smem_read\(%sfa, %sfa_ring, %ctr\)
         CHECK-NEXT: wgmma\(%part, %a_ring, %b_ring, %ctr\) \[k=128, n={cfg.block_n}, role="mma", scale_d=0\]

@@ -1,5 +1,6 @@
 """Every stage of the sm90a pipeline computes the same D as the lowered IR, on the CPU interpreter,
-over a seeded sample of configs (ring depths 1-4 included: a pipelined k-loop needs two slots)."""
+over a seeded sample of configs (ring depths 1-4 included: a pipelined k-loop needs two slots;
+BLOCK_M 256; split-K, whose reduction order is fixed, so even its result is bitwise stable)."""
 import random
 
 import pytest
@@ -16,12 +17,21 @@ for _ in range(6):
     CASES.append((rng.choice([1, 17, 70, 130]), rng.choice([bn, 2 * bn + 8 * rng.randint(0, 3)]),
                   rng.choice([128, 272, 640]), bm, bn, rng.randint(1, 4)))
 CASES += [(300, 256, 384, 256, 128, 3), (17, 136, 272, 256, 64, 2)]     # BLOCK_M 256: two waves
+SPLITS = [(70, 200, 512, 64, 64, 4, 2), (130, 256, 768, 128, 128, 2, 3), (17, 136, 1024, 256, 64, 3, 4)]
 
 
-@pytest.mark.parametrize("m,n,k,bm,bn,stages", CASES)
-def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages):
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=3)
+def _inputs(cfg, m, n, k):
     ins = fp8_gemm_inputs(m, n, k, seed=m + n + k)
+    if cfg.split_k > 1:    # workspace: poisoned partials, zeroed tile counters
+        ins["W"] = torch.full((cfg.split_k, m, n), float("nan"))
+        ins["LOCKS"] = torch.zeros(-(-m // cfg.block_m) * -(-n // cfg.block_n), dtype=torch.int32)
+    return ins
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", [c + (1,) for c in CASES] + SPLITS)
+def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=3, split_k=split_k)
+    ins = _inputs(cfg, m, n, k)
     stages_ir = []
     run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append((ev.stem, ev.after))], verify_each=True)
     ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
@@ -34,3 +44,13 @@ def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages):
             first = out
         # promotion, pipelining and layout change no rounding: bitwise equal to the lowered IR
         assert torch.equal(out.view(torch.int16), first.view(torch.int16)), stem
+
+
+def test_split_k_is_deterministic_across_schedules_and_grids():
+    """The reducing CTA differs with the grid and the task order; the sum must not."""
+    cfg = Fp8GemmConfig(n=192, k=1024, block_m=64, block_n=64, stages=3, num_sms=8, split_k=4)
+    ins = _inputs(cfg, 100, 192, 1024)
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+    outs = [run_kernel(kern, {k: v.clone() for k, v in ins.items()}, grid=g, seed=s)["D"]
+            for g, s in ((1, 0), (3, 1), (8, 2), (24, 5))]
+    assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs)

@@ -18,12 +18,15 @@ for _ in range(12):
     SAMPLED.append(Fp8GemmConfig(n=rng.choice([bn, 576, 2112, 7168]), k=k, block_m=bm, block_n=bn, stages=stages))
 SAMPLED += [Fp8GemmConfig(n=7168, k=7168, block_m=256, block_n=128, stages=3),
             Fp8GemmConfig(n=2112, k=640, block_m=256, block_n=96, stages=3)]
+SAMPLED += [Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
+            Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5, split_k=7),
+            Fp8GemmConfig(n=2112, k=1536, block_m=256, block_n=128, stages=3, split_k=3)]
 CHOSEN = [choose_config(m, n, k) for m in (1, 64, 128, 4096) for n, k in
           [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]]
 CONFIGS = SAMPLED + sorted(set(CHOSEN), key=repr)
 
 
-@pytest.mark.parametrize("cfg", CONFIGS, ids=[f"bm{c.block_m}_bn{c.block_n}_s{c.stages}_n{c.n}_k{c.k}" for c in CONFIGS])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=[f"bm{c.block_m}_bn{c.block_n}_s{c.stages}_sk{c.split_k}_n{c.n}_k{c.k}" for c in CONFIGS])
 def test_ptxas_accepts_without_spills(cfg):
     res = compile("fp8_gemm_nt", m=256, n=cfg.n, k=cfg.k, config=cfg, verify=True)
     r = res.resources

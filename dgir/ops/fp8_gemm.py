@@ -40,6 +40,7 @@ class Fp8GemmConfig:
     stages: int = 4
     num_sms: int = NUM_SMS
     swizzle_group: int = 16      # m blocks per L2 band of the persistent tile order
+    split_k: int = 1             # K slices per output tile, reduced deterministically (fixed order)
 
     @property
     def math_wgs(self) -> int:
@@ -66,8 +67,13 @@ class Fp8GemmConfig:
     def key(self) -> str:
         return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:8]
 
+    @property
+    def k_blocks_per_split(self) -> int:
+        return self.k_blocks // self.split_k
+
     def kernel_name(self) -> str:
-        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
+        split = f"_sk{self.split_k}" if self.split_k > 1 else ""
+        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}"
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -123,23 +129,37 @@ def tc_efficiency(block_m: int, block_n: int) -> float:
     return e
 
 
-def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS) -> float:
-    """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), DRAM traffic
-    (every byte once) and L2->SM traffic (each tile reads its A and B panels), plus launch latency."""
+K_BLOCK_LATENCY = 0.22e-6     # serial cost of one K block in one CTA (wait, wgmma, promote): small tiles
+SPLIT_FIXED = 3e-6            # split-K: counting in and the reducing CTA's pass over the partials
+
+
+def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS,
+                  split_k: int = 1) -> float:
+    """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), the serial K-block
+    chain of one CTA, DRAM traffic (every byte once, plus split-K partials) and L2->SM traffic (each
+    tile reads its A and B panels), plus launch latency and the split-K reduction."""
     m = max(m, 1)
-    tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
-    waves = ceil_div(tiles, num_sms)
+    kb = ceil_div(k, BLOCK_K) // split_k
+    ctas = ceil_div(m, block_m) * ceil_div(n, block_n) * split_k
+    waves = ceil_div(ctas, num_sms)
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n)
-    t_tc = waves * 2 * block_m * block_n * k / per_sm
-    t_dram = (m * k + n * k + 2 * m * n) / HBM_BW
-    t_l2 = tiles * k * (block_m + block_n) / L2_BW
-    return max(t_tc, t_dram, t_l2) + 4e-6
+    t_tc = waves * 2 * block_m * block_n * kb * BLOCK_K / per_sm
+    t_chain = waves * kb * K_BLOCK_LATENCY
+    t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 else 0)) / HBM_BW
+    t_l2 = ctas * kb * BLOCK_K * (block_m + block_n) / L2_BW
+    t_split = 0.0
+    if split_k > 1:   # every CTA writes an FP32 partial; the reducing CTA reads all of its tile's
+        tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
+        t_split = SPLIT_FIXED + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (L2_BW / num_sms)
+    return max(t_tc, t_chain, t_dram, t_l2) + 4e-6 + t_split
 
 
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
-    """The legal config with the least modelled time (ties: larger BLOCK_N, then BLOCK_M)."""
+    """The legal config with the least modelled time (ties: no split, larger BLOCK_N, then BLOCK_M)."""
     check(m, n, k)
     best = None
+    nkb = ceil_div(k, BLOCK_K)
+    splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 256):
         for bn in legal_block_ns(n):
             if bm == 256 and (bn > 128 or m <= 128):
@@ -147,9 +167,12 @@ def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConf
             stages = max_stages(bm, bn)
             if stages < 3:
                 continue
-            key = (model_seconds(m, n, k, bm, bn, num_sms), -bn, -bm)
-            if best is None or key < best[0]:
-                best = (key, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms))
+            tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
+            for sk in (splits if tiles < num_sms else [1]):
+                key = (model_seconds(m, n, k, bm, bn, num_sms, sk), sk, -bn, -bm)
+                if best is None or key < best[0]:
+                    best = (key, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
+                                               split_k=sk))
     return best[1]
 
 
@@ -166,6 +189,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                       f"above 128 use a size with block_n % (block_n-128) == 0 or 128 % (block_n-128) == 0")
     if cfg.stages < 1:
         raise OpError(f"fp8_gemm_nt: stages must be >= 1, got {cfg.stages}")
+    if cfg.split_k < 1 or cfg.k_blocks % cfg.split_k:
+        raise OpError(f"fp8_gemm_nt: split_k={cfg.split_k} must divide the {cfg.k_blocks} K blocks of 128")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:
@@ -177,11 +202,23 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
     decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0)
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
-    decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=(BN, 64), swizzle=0)
+    SK = cfg.split_k
+    if SK == 1:   # stored through shared memory with TMA
+        decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=(BN, 64), swizzle=0)
+    else:         # written by the reducing CTA with plain stores
+        decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor")
+    if SK > 1:
+        # split-K: FP32 partials per K slice, and one arrival counter per output tile (zero between
+        # launches: the CTA that reduces a tile resets its counter)
+        decl.emit(Op.PARAM, "W", type=Type(DType.f32, (SK, "M", cfg.n)), layout="rowmajor", workspace=True)
+        decl.emit(Op.PARAM, "LOCKS", type=Type(DType.i32, ("TILES",)), layout="rowmajor", workspace=True)
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
-    decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
+    if cfg.split_k == 1:
+        decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
+    else:
+        decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs)
     W = cfg.waves
     accs = ["acc"] + [f"acc_w{w}" for w in range(1, W)]
@@ -199,26 +236,35 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         gsz = b.scalar(Op.SREG, "gsz", which="grid_size")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
         mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM)
-        ntiles = b.scalar(Op.MUL, "tiles", mblocks, cfg.n_blocks)
+        ntiles = b.scalar(Op.MUL, "tiles", mblocks, cfg.n_blocks * SK)
         return bid, gsz, mblocks, ntiles
 
+    KBS = cfg.k_blocks_per_split
+
     def tile_coords(b: Builder, t, bid, gsz, mblocks):
+        """(ring counter base, m0, n0, output tile, K slice, first K block of the slice)."""
         it = b.scalar(Op.SUB, "i", t, bid)
         li = b.scalar(Op.DIV, "li", it, gsz)
-        base = b.scalar(Op.MUL, "kb_base", li, nkb)
-        mb = b.scalar(Op.TILE_M, "mb", t, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
-        nb = b.scalar(Op.TILE_N, "nb", t, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
+        base = b.scalar(Op.MUL, "kb_base", li, KBS)
+        mn, split, kb0 = t, None, 0
+        if SK > 1:   # the K slices of one output tile are neighbours in the tile order
+            mn = b.scalar(Op.DIV, "mn", t, SK)
+            split = b.scalar(Op.MOD, "split", t, SK)
+            kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
+        mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
+        nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
-        return base, m0, n0
+        return base, m0, n0, mn, split, kb0
 
     # --- producer: one elected thread of the last warpgroup issues every TMA load -------------
     b = Builder(role="load")
     bid, gsz, mblocks, ntiles = tile_loop(b, "load")
     with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
-        base, m0, n0 = tile_coords(b, t, bid, gsz, mblocks)
-        with b.region(Op.FOR, "kb", 0, nkb, 1) as kb:
-            ctr = b.scalar(Op.ADD, "ctr", base, kb)
+        base, m0, n0, mn, split, kb0 = tile_coords(b, t, bid, gsz, mblocks)
+        with b.region(Op.FOR, "kbl", 0, KBS, 1) as kbl:
+            ctr = b.scalar(Op.ADD, "ctr", base, kbl)
+            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             k0 = b.scalar(Op.MUL, "k0", kb, BLOCK_K)
             b.emit(Op.ACQUIRE, "", "ab", ctr)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
@@ -231,14 +277,15 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     b = Builder(role="mma")
     bid, gsz, mblocks, ntiles = tile_loop(b, "mma")
     with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
-        base, m0, n0 = tile_coords(b, t, bid, gsz, mblocks)
+        base, m0, n0, mn, split, kb0 = tile_coords(b, t, bid, gsz, mblocks)
         # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
         sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
         for acc in accs:
             b.emit(Op.ZERO, "", acc)
-        with b.region(Op.FOR, "kb", 0, nkb, 1) as kb:
-            ctr = b.scalar(Op.ADD, "ctr", base, kb)
+        with b.region(Op.FOR, "kbl", 0, KBS, 1) as kbl:
+            ctr = b.scalar(Op.ADD, "ctr", base, kbl)
+            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             sb0 = b.emit(Op.LOAD_SCALE, "sb0", "SFB", sb_row0, kb, type=Type(DType.f32))
             sb1 = b.emit(Op.LOAD_SCALE, "sb1", "SFB", sb_row1, kb, type=Type(DType.f32))
             b.emit(Op.WAIT, "", "ab", ctr)
@@ -247,21 +294,38 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, sb0, sb1, n0, n=BN, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
-        # epilogue: the same warpgroups act as the store role
-        b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
-        b.emit(Op.SYNC, "", role="store")
-        for w, acc in enumerate(accs):
-            b.emit(Op.STAGE_OUT, "", "d_tile", acc, role="store", wave=wave(w))
-        b.emit(Op.SYNC, "", fence_async=True, role="store")
-        for w in range(W):
-            b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
-    b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
+        if SK > 1:
+            # split-K epilogue: store this slice's FP32 partial, count the slice in; the CTA that
+            # brings the count to SK sums the partials in slice order 0..SK-1 (deterministic) into D
+            for w, acc in enumerate(accs):
+                b.emit(Op.SPLIT_STORE, "", "W", acc, split, m0, n0, role="store", wave=wave(w))
+            last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", mn, type=Type(DType.i32), splits=SK, role="store",
+                          flag="split_flag")
+            with b.region(Op.IF, "", last, role="store"):
+                for w in range(W):
+                    b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=SK, n=BN)
+                b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
+        else:
+            _tma_epilogue(b, accs, W, wave, n0, m0)
+    if SK == 1:
+        b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
     consumers = Node(Op.WARPGROUP, "", (), None,
                      {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())
 
     attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": BM, "block_n": BN, "block_k": BLOCK_K,
-             "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key()}
+             "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key(), "split_k": SK}
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
+
+
+def _tma_epilogue(b: Builder, accs, W, wave, n0, m0) -> None:
+    """bf16 D through a shared-memory staging tile and TMA stores (the store role on the math warpgroups)."""
+    b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
+    b.emit(Op.SYNC, "", role="store")
+    for w, acc in enumerate(accs):
+        b.emit(Op.STAGE_OUT, "", "d_tile", acc, role="store", wave=wave(w))
+    b.emit(Op.SYNC, "", fence_async=True, role="store")
+    for w in range(W):
+        b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
 
 
 register_operator(Operator(
