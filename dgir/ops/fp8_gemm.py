@@ -130,7 +130,7 @@ def tc_efficiency(block_m: int, block_n: int) -> float:
 
 
 K_BLOCK_LATENCY = 0.22e-6     # serial cost of one K block in one CTA (wait, wgmma, promote): small tiles
-SPLIT_FIXED = 3e-6            # split-K: counting in and the reducing CTA's pass over the partials
+SPLIT_FIXED = 4.5e-6            # split-K: counting in and the reducing CTA's pass over the partials
 
 
 def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS,
