@@ -329,6 +329,7 @@ class _Machine:
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
             Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_RESET: self._split_reset,
+            Op.STORE_DIRECT: self._store_direct,
         }
 
     # --- inputs ---------------------------------------------------------------------------------
@@ -831,6 +832,17 @@ class _Machine:
         c_hi = min(n0 + a.shape[1], dst.shape[2])
         if r_hi > r_lo and c_hi > n0:
             dst[s, r_lo:r_hi, n0:c_hi] = a[: r_hi - r_lo, : c_hi - n0]
+
+    def _store_direct(self, t: _Task, n: Node):
+        D, acc = n.args[:2]
+        a = self._reg(t, acc, "store_direct reads")
+        dst = self.tensors[D]
+        m0, n0 = self._int(t, n.args[2]), self._int(t, n.args[3])
+        rows = self._rows(t, torch.empty(10**6), "store_direct", n.get("wave"))
+        r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, dst.shape[0])
+        c_hi = min(n0 + a.shape[1], dst.shape[1])
+        if r_hi > r_lo and c_hi > n0:
+            dst[r_lo:r_hi, n0:c_hi] = a[: r_hi - r_lo, : c_hi - n0].to(dst.dtype)
 
     def _split_arrive(self, t: _Task, n: Node):
         locks, tile = n.args

@@ -41,6 +41,8 @@ class Fp8GemmConfig:
     num_sms: int = NUM_SMS
     swizzle_group: int = 16      # m blocks per L2 band of the persistent tile order
     split_k: int = 1             # K slices per output tile, reduced deterministically (fixed order)
+    epilogue: str = "tma"        # "tma": bf16 tile staged in shared memory + TMA store; "direct":
+                                 # bf16 pairs stored from registers (frees the staging tile for stages)
 
     @property
     def math_wgs(self) -> int:
@@ -73,15 +75,16 @@ class Fp8GemmConfig:
 
     def kernel_name(self) -> str:
         split = f"_sk{self.split_k}" if self.split_k > 1 else ""
-        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}"
+        direct = "_direct" if self.epilogue == "direct" else ""
+        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}{direct}"
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
     return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128)
 
 
-def max_stages(block_m: int, block_n: int) -> int:
-    fixed = align(block_m * block_n * 2, 1024) + 1024 + 2 * 16 * 8   # D staging, align slack, barriers
+def max_stages(block_m: int, block_n: int, staging: bool = True) -> int:
+    fixed = (align(block_m * block_n * 2, 1024) if staging else 0) + 1024 + 2 * 16 * 8   # D staging, slack, barriers
     return min((SMEM_LIMIT - fixed) // stage_bytes(block_m, block_n), 8)
 
 
@@ -189,6 +192,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                       f"above 128 use a size with block_n % (block_n-128) == 0 or 128 % (block_n-128) == 0")
     if cfg.stages < 1:
         raise OpError(f"fp8_gemm_nt: stages must be >= 1, got {cfg.stages}")
+    if cfg.epilogue not in ("tma", "direct"):
+        raise OpError(f"fp8_gemm_nt: epilogue must be 'tma' or 'direct', got {cfg.epilogue!r}")
     if cfg.split_k < 1 or cfg.k_blocks % cfg.split_k:
         raise OpError(f"fp8_gemm_nt: split_k={cfg.split_k} must divide the {cfg.k_blocks} K blocks of 128")
 
@@ -203,7 +208,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0)
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
-    if SK == 1:   # stored through shared memory with TMA
+    if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=(BN, 64), swizzle=0)
     else:         # written by the reducing CTA with plain stores
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor")
@@ -215,7 +220,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
-    if cfg.split_k == 1:
+    tma_epilogue = cfg.split_k == 1 and cfg.epilogue == "tma"
+    if tma_epilogue:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
@@ -305,9 +311,12 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 for w in range(W):
                     b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=SK, n=BN)
                 b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
-        else:
+        elif tma_epilogue:
             _tma_epilogue(b, accs, W, wave, n0, m0)
-    if SK == 1:
+        else:
+            for w, acc in enumerate(accs):
+                b.emit(Op.STORE_DIRECT, "", "D", acc, m0, n0, role="store", wave=wave(w))
+    if tma_epilogue:
         b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
     consumers = Node(Op.WARPGROUP, "", (), None,
                      {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())

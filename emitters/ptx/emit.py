@@ -558,6 +558,24 @@ def _split_store(self: Emitter, n: Node) -> None:
     _for_each_pair(self, n, 2 * len(A), store)
 
 
+def _store_direct(self: Emitter, n: Node) -> None:
+    D, acc = n.args[:2]
+    b = self.b
+    A = self.tile(acc)
+    base = _global_ptr(self, D)
+    N = self.k.get("n")
+
+    def store(j, half, r, col, ok):
+        v = 4 * j + 2 * half
+        pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
+        b(f"cvt.rn.bf16x2.f32 {pair}, {A[v + 1]}, {A[v]};")
+        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 2;")
+        b(f"add.s64 {addr}, {base}, {off};")
+        b(f"@{ok} st.global.b32 [{addr}], {pair};")
+    _for_each_pair(self, n, 2 * len(A), store)
+
+
 def _split_arrive(self: Emitter, n: Node) -> None:
     locks, tile = n.args
     b = self.b
@@ -656,7 +674,7 @@ EMIT.update({Op.FOR: _for, Op.IF: _if, Op.ACQUIRE: _acquire, Op.WAIT: _wait, Op.
              Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait, Op.PROMOTE: _promote,
              Op.SCALE: _scale, Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store,
              Op.TMA_STORE_WAIT: _tma_store_wait, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
-             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset})
+             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset, Op.STORE_DIRECT: _store_direct})
 
 
 def emit_ptx(kernel: Node) -> str:
