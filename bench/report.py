@@ -1,0 +1,110 @@
+"""Summaries of bench/results/fp8_gemm_nt.json: a markdown table and an SVG plot (one command).
+
+    python bench/report.py [--json bench/results/fp8_gemm_nt.json] [--svg bench/results/fp8_gemm_nt.svg]
+
+The plot has one group per (M, N, K) of DeepGEMM's table: TFLOPS of dgir, cuBLAS (same run) and
+DeepGEMM (its published H200 figure from issue 4), with the roofline min(FP8 peak, copy bandwidth x
+arithmetic intensity) as a tick; the lower panel shows dgir's effective bandwidth against the copy
+bandwidth of the same run.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+PEAK_TFLOPS = 1979.0
+ROOT = Path(__file__).resolve().parent
+
+
+def rows(doc):
+    return [r for r in doc["rows"] if r.get("variant") == "default" and "tflops" in r]
+
+
+def roofline(r, copy_gbps):
+    m, n, k = r["m"], r["n"], r["k"]
+    nbytes = r["tflops"] and (2 * m * n * k / (r["tflops"] * 1e12)) * r["gbps"] * 1e9   # bytes counted in gbps
+    return min(PEAK_TFLOPS, copy_gbps * 1e9 * (2 * m * n * k) / nbytes / 1e12)
+
+
+def markdown(doc) -> str:
+    out = ["| M | N | K | dgir TFLOPS | cuBLAS TFLOPS | DeepGEMM TFLOPS | vs cuBLAS | vs DeepGEMM | dgir GB/s | % of copy | kernel |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    ratios_cb, ratios_dg = [], []
+    for r in rows(doc):
+        cb, dg = r.get("cublas_tflops"), r.get("deepgemm_tflops_ref")
+        vs_cb = r["tflops"] / cb if cb else None
+        vs_dg = r["tflops"] / dg if dg else None
+        if vs_cb:
+            ratios_cb.append(vs_cb)
+        if vs_dg:
+            ratios_dg.append(vs_dg)
+        f = lambda x, p=0: "—" if x is None else f"{x:.{p}f}"  # noqa: E731
+        out.append(f"| {r['m']} | {r['n']} | {r['k']} | {f(r['tflops'])} | {f(cb)} | {f(dg)} | {f(vs_cb, 2)} | "
+                   f"{f(vs_dg, 2)} | {f(r['gbps'])} | {f(100 * r['gbps'] / doc['copy_gbps'])} | "
+                   f"{r.get('kernel', '').replace('fp8_gemm_nt_', '')} |")
+    gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")  # noqa: E731
+    out.append("")
+    out.append(f"Geometric mean over cuBLAS: {gm(ratios_cb):.3f}x ({len(ratios_cb)} shapes); over DeepGEMM's "
+               f"published figures: {gm(ratios_dg):.3f}x ({len(ratios_dg)} shapes).  Copy bandwidth in the same run: "
+               f"{doc['copy_gbps']:.0f} GB/s.")
+    return "\n".join(out)
+
+
+def svg(doc) -> str:
+    rs = [r for r in rows(doc) if r.get("deepgemm_tflops_ref")]
+    W, H, left, top = 60 + 46 * len(rs), 560, 60, 30
+    plot_h, bw_h = 300, 120
+    ymax = PEAK_TFLOPS
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
+             f'<text x="{left}" y="16" font-size="13">fp8_gemm_nt on {doc["device"]} ({doc["date"][:10]}, rev {str(doc.get("git_rev"))[:8]}): TFLOPS (log scale)</text>']
+    y = lambda v: top + plot_h - plot_h * math.log10(max(v, 1)) / math.log10(ymax)  # noqa: E731
+    for t in (1, 10, 100, 1000):
+        parts.append(f'<line x1="{left}" x2="{W - 10}" y1="{y(t):.1f}" y2="{y(t):.1f}" stroke="#ddd"/>'
+                     f'<text x="{left - 6}" y="{y(t) + 3:.1f}" text-anchor="end">{t}</text>')
+    colors = {"dgir": "#1f77b4", "cuBLAS": "#ff7f0e", "DeepGEMM": "#2ca02c"}
+    for i, r in enumerate(rs):
+        x0 = left + 10 + 46 * i
+        vals = [("dgir", r["tflops"]), ("cuBLAS", r.get("cublas_tflops") or 0), ("DeepGEMM", r["deepgemm_tflops_ref"])]
+        for j, (name, v) in enumerate(vals):
+            if v:
+                parts.append(f'<rect x="{x0 + 12 * j}" y="{y(v):.1f}" width="11" height="{top + plot_h - y(v):.1f}" '
+                             f'fill="{colors[name]}"><title>{name} {v:.0f} TFLOPS</title></rect>')
+        rf = roofline(r, doc["copy_gbps"])
+        parts.append(f'<line x1="{x0 - 2}" x2="{x0 + 37}" y1="{y(rf):.1f}" y2="{y(rf):.1f}" stroke="black" stroke-width="2">'
+                     f'<title>roofline {rf:.0f}</title></line>')
+        parts.append(f'<text x="{x0 + 17}" y="{top + plot_h + 12}" text-anchor="middle">{r["m"]}</text>'
+                     f'<text x="{x0 + 17}" y="{top + plot_h + 23}" text-anchor="middle">{r["n"]}</text>'
+                     f'<text x="{x0 + 17}" y="{top + plot_h + 34}" text-anchor="middle">{r["k"]}</text>')
+        # bandwidth panel
+        frac = r["gbps"] / doc["copy_gbps"]
+        by = top + plot_h + 50 + bw_h * (1 - min(frac, 1))
+        parts.append(f'<rect x="{x0 + 6}" y="{by:.1f}" width="24" height="{top + plot_h + 50 + bw_h - by:.1f}" fill="#9467bd">'
+                     f'<title>{r["gbps"]:.0f} GB/s = {100 * frac:.0f}% of copy</title></rect>')
+    base = top + plot_h + 50
+    for f_ in (0, 0.6, 1.0):
+        yy = base + bw_h * (1 - f_)
+        parts.append(f'<line x1="{left}" x2="{W - 10}" y1="{yy:.1f}" y2="{yy:.1f}" stroke="#bbb" stroke-dasharray="3,3"/>'
+                     f'<text x="{left - 6}" y="{yy + 3:.1f}" text-anchor="end">{int(100 * f_)}%</text>')
+    parts.append(f'<text x="{left}" y="{base - 6}">dgir bandwidth, % of the copy bandwidth ({doc["copy_gbps"]:.0f} GB/s)</text>')
+    lx = W - 260
+    for j, (name, c) in enumerate(list(colors.items()) + [("roofline", "black")]):
+        parts.append(f'<rect x="{lx + 62 * j}" y="{H - 16}" width="10" height="10" fill="{c}"/>'
+                     f'<text x="{lx + 62 * j + 13}" y="{H - 7}">{name}</text>')
+    parts.append(f'<text x="{left}" y="{H - 7}">columns: M / N / K</text></svg>')
+    return "\n".join(parts)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--json", default=str(ROOT / "results" / "fp8_gemm_nt.json"))
+    ap.add_argument("--svg", default=str(ROOT / "results" / "fp8_gemm_nt.svg"))
+    args = ap.parse_args()
+    doc = json.loads(Path(args.json).read_text())
+    Path(args.svg).write_text(svg(doc))
+    print(markdown(doc))
+
+
+if __name__ == "__main__":
+    main()
