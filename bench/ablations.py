@@ -25,7 +25,8 @@ class CeilingNoPromotion(Pass):
                     continue
                 if n.op is Op.MMA_SCALED:
                     acc, a, b, ctr = n.args[:4]
-                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma"}),
+                    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma", "wave": n.get("wave")}
+                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {k: v for k, v in attrs.items() if v is not None}),
                             Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
                     continue
                 out.append(n)
@@ -44,21 +45,21 @@ class ScaleAtEnd(Pass):
             out = []
             for n in body:
                 if n.op is Op.FOR and any(c.op is Op.MMA_SCALED for c in n.body):
-                    loop = n.with_body(rewrite(n.body))
-                    mma = next(c for c in n.body if c.op is Op.MMA_SCALED)
-                    _, _, _, _, sfa, sb0, sb1, n0 = mma.args
-                    rows = [c for c in n.body if c.op is Op.LOAD_SCALE]
-                    out.append(loop)
+                    out.append(n.with_body(rewrite(n.body)))
                     last = n.args[1] - 1
-                    for r in rows:
-                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", (r.args[0], r.args[1], last), Type(DType.f32), {"role": "mma"}))
-                    out.append(Node(Op.SCALE, "", ("acc", sfa, sb0 + "_end", sb1 + "_end", n0), None, {"role": "mma"}))
+                    for r in (c for c in n.body if c.op is Op.LOAD_SCALE):
+                        args = tuple(last if a == n.name else a for a in r.args)
+                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", args, Type(DType.f32), {"role": "mma"}))
+                    for mma in (c for c in n.body if c.op is Op.MMA_SCALED):   # every wave's accumulator
+                        acc, _, _, _, sfa, sb0, sb1, n0 = mma.args
+                        out.append(Node(Op.SCALE, "", (acc, sfa, sb0 + "_end", sb1 + "_end", n0), None, {"role": "mma"}))
                     continue
                 if n.body:
                     n = n.with_body(rewrite(n.body))
                 if n.op is Op.MMA_SCALED:
                     acc, a, b, ctr = n.args[:4]
-                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma"}),
+                    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma", "wave": n.get("wave")}
+                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {k: v for k, v in attrs.items() if v is not None}),
                             Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
                     continue
                 out.append(n)

@@ -61,6 +61,9 @@ class InterleaveFfma(Pass):
         carried = sorted(written0 & read1)
         cost = sum(regs[r].type.numel // 128 for r in regs if r in read1 | written0 or r == "acc")
         extra = sum(regs[r].type.numel // 128 for r in carried)
+        if any(c.op is Op.WGMMA and c.get("scale_d", 1) for c in staged):
+            # the wgmma accumulates across K blocks: no per-block promotion to overlap
+            return [loop.with_attrs(pipelined=None, interleave="skipped: the wgmma accumulates across K blocks")]
         if sum(c.op is Op.WGMMA for c in staged) > 1:
             # waves share one partial: a second buffer per wave would not fit the register file
             return [loop.with_attrs(pipelined=None, interleave="skipped: several waves share the partial")]
