@@ -136,7 +136,81 @@ def make_inputs(op: str, m: int, n: int, k: int, seed: int = 0, groups: int | No
         return {"A": A, "SFA": sfa, "B": B, "SFB": sfb}, ref
     if op == "m_grouped_fp8_gemm_nt_contiguous":
         return _grouped_inputs(m, n, k, groups, seed)
+    if op in ("mx_fp8_gemm_nt", "mx_fp4_gemm_nt"):
+        return mx_inputs(op, m, n, k, seed)
     raise OpError(f"ascend-emu: no input generator for {op}")
+
+
+# ------------------------------------------------------------------------------------------------
+# OCP MX inputs: per (row, 32-wide K block) an e8m0 scale 2^(s-127) and e4m3 / e2m1 elements
+E4M3_MAX, E2M1_MAX = 448.0, 6.0
+E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)        # code 0..7 (sign in bit 3)
+
+
+def e2m1_encode(x):
+    """float tensor (already divided by its scale) -> e2m1 codes (uint8, 0..15): round to nearest, ties to
+    the even code (mantissa bit 0), saturate at +-6; -0 keeps its sign bit."""
+    import torch
+    grid = torch.tensor(E2M1_GRID, dtype=torch.float64)
+    a = x.double().abs().clamp(max=E2M1_MAX)
+    d = (a.unsqueeze(-1) - grid).abs()
+    d = d + (torch.arange(8) % 2).double() * 1e-9           # a tie goes to the even code
+    code = d.argmin(dim=-1).to(torch.uint8)
+    return code | (torch.signbit(x).to(torch.uint8) << 3)
+
+
+def e2m1_decode(codes):
+    import torch
+    grid = torch.tensor(E2M1_GRID, dtype=torch.float64)
+    v = grid[(codes & 7).long()]
+    return torch.where((codes & 8) != 0, -v, v)
+
+
+def pack_e2m1(codes):
+    """[R, K] codes (K even) -> [R, K/2] bytes, element 2j in the low nibble (torch float4_e2m1fn_x2 order)."""
+    return (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
+
+
+def mx_quantize(x, fmt: str):
+    """OCP MX quantisation of x [R, K] (float) per 32-wide K block: scale 2^e with e = ceil(log2(amax / max))
+    (so nothing saturates), elements x / 2^e in e4m3 (fmt "e4m3") or e2m1 ("e2m1").
+    Returns (q, sf, deq): q the stored elements (e4m3: torch.float8_e4m3fn [R, K]; e2m1: uint8 [R, K/2] packed),
+    sf uint8 [R, 2*ceil(K/64)] (e8m0 biased exponents; the pad column, if any, is 127 = 1.0), deq the float64
+    dequantised values [R, K] (what the kernel multiplies)."""
+    import torch
+    R, K = x.shape
+    nb = -(-K // 32)
+    xp = torch.zeros(R, nb * 32, dtype=torch.float64)
+    xp[:, :K] = x.double()
+    blocks = xp.view(R, nb, 32)
+    amax = blocks.abs().amax(dim=-1)
+    fmax = E4M3_MAX if fmt == "e4m3" else E2M1_MAX
+    e = torch.where(amax > 0, torch.ceil(torch.log2(amax / fmax)), torch.zeros_like(amax)).clamp(-127, 127)
+    scaled = (blocks / torch.exp2(e).unsqueeze(-1)).view(R, nb * 32)[:, :K]
+    if fmt == "e4m3":
+        q = scaled.float().to(torch.float8_e4m3fn)
+        vals = q.double()
+    else:
+        codes = e2m1_encode(scaled)
+        q = pack_e2m1(codes)
+        vals = e2m1_decode(codes)
+    deq = vals * torch.exp2(e).repeat_interleave(32, dim=1)[:, :K]
+    sf = torch.full((R, 2 * (-(-K // 64))), 127, dtype=torch.uint8)
+    sf[:, :nb] = (e + 127).to(torch.uint8)
+    return q, sf, deq
+
+
+def mx_inputs(op: str, m: int, n: int, k: int, seed: int = 0):
+    """Random MX inputs (A, SFA, B, SFB) and the float64 reference: the product of the dequantised operands.
+    Rows have different magnitudes so that the per-row scales matter."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    fmt = "e4m3" if op == "mx_fp8_gemm_nt" else "e2m1"
+    a = torch.randn(m, k, generator=g) * torch.exp2(torch.randint(-6, 7, (m, 1), generator=g).float())
+    b = torch.randn(n, k, generator=g) * torch.exp2(torch.randint(-6, 7, (1, k), generator=g).float())
+    A, sfa, a_deq = mx_quantize(a, fmt)
+    B, sfb, b_deq = mx_quantize(b, fmt)
+    return {"A": A, "SFA": sfa, "B": B, "SFB": sfb}, a_deq @ b_deq.T
 
 
 def _deq(q, sf, rows_per_sf: int):
@@ -235,10 +309,11 @@ def run_kernel(res, exe: Path, inputs: dict, m: int, timeout: float = 300):
 def model(res, m: int) -> dict:
     """The cost MODEL's time and utilisation of this kernel's tiling at this M (labelled a model)."""
     from .emitters.ascendc import costmodel as cm
+    from .ops.ascend_gemm import cost_dtype
     k = res.ir
-    dtype = k.get("in_dtype")
+    dtype, mx = cost_dtype(k.get("in_dtype"))
     cfg = cm.TileConfig(k.get("block_m"), k.get("block_n"), k.get("block_k"), 1, 1, 1)
-    r = cm.estimate(max(m, 1), k.get("n"), k.get("k"), dtype, k.get("chip"), cfg, "bf16", mx=False)
+    r = cm.estimate(max(m, 1), k.get("n"), k.get("k"), dtype, k.get("chip"), cfg, "bf16", mx=mx)
     peak950 = cm.get_chip("950").peak_tflops(dtype)
     return {"model_us": round(r.time_us, 3), "model_util": round(r.tflops / peak950, 5),
             "model_tflops": round(r.tflops, 3), "model_bound": r.bound, "model_label": cm.MODEL_LABEL}

@@ -7,7 +7,8 @@ from . import Pass
 
 # (reads, writes) of local buffers, by operand position
 ACCESS = {Op.COPY_IN: ((), (0,)), Op.LOAD_L0: ((1,), (0,)), Op.MMAD: ((1, 2), (0,)), Op.FIXPIPE: ((1,), ()),
-          Op.VFILL: ((), (0,)), Op.VPROMOTE: ((0, 1), (0,)), Op.VCAST: ((1,), (0,)), Op.COPY_OUT: ((1,), ())}
+          Op.VFILL: ((), (0,)), Op.VPROMOTE: ((0, 1), (0,)), Op.VCAST: ((1,), (0,)), Op.COPY_OUT: ((1,), ()),
+          Op.LOAD_L0_MX: ((1, 2), (0,)), Op.MMAD_MX: ((1, 2), (0,)), Op.FILL_L1: ((), (0,))}
 EVENT_IDS = {"950": 6, "910b": 8}        # 3510 reserves event IDs 6 and 7
 
 

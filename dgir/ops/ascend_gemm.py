@@ -5,6 +5,13 @@
     m_grouped_fp8_gemm_nt_contiguous   the same per row group g = MI[row]     950 only
                    SFA f32 [M, ceil(K/128)] (one per row and 128-wide K block, row-major),
                    SFB f32 [ceil(N/128), ceil(K/128)] (one per 128x128 block of B)
+    mx_fp8_gemm_nt D = sum_k (A * 2^(SFA-127)) (B * 2^(SFB-127)), OCP MX: e4m3 A [M, K], B [N, K]   950 only
+    mx_fp4_gemm_nt the same with e2m1 A, B packed two per byte (low nibble first), K even           950 only
+                   SFA ue8m0 [M, 2*ceil(K/64)], SFB ue8m0 [N, 2*ceil(K/64)]: one scale per row and 32-wide K
+                   block, stored in pairs (the 950's 16 x 2 scale fractal covers 64 K; CATLASS's MxScaleA
+                   (m, ceil(k/64), 2)); when ceil(K/32) is odd the last column is padding (any finite e8m0).
+                   Any K >= 1: the cube zero-fills K past the end (ND->Nz pads to 32 B; fill_l1 pads fp8
+                   tiles to the 64-element MmadMx granule), so a partial last block is exact.
 
 A kernel is the same Node tree as on Hopper: declarations, then one region per execution unit.  On
 Ascend a `warpgroup` region is the program of one core type: `unit="aic"` (the cube core: MTE2, MTE1,
@@ -17,6 +24,9 @@ output tile (BM x BN) and K block (BK):
     mmad      L0C (+)= L0A @ L0B^T (fp32)                     role mma    (M)
     fixpipe   L0C -> D (fp32 -> bf16)                         role store  (FIX)
 
+The MX operators stay on the cube (AIC only): `copy_in` also brings the tile's e8m0 scale pairs to L1
+(DN -> Nz, 16 x 2 scale fractals), `load_l0_mx` moves data and scales to L0A/L0B and their MX slots, and
+`mmad_mx` (MmadMx) applies the scales inside the MMA, so no vector promotion is needed.
 fp8_gemm_nt issues `mmad_scaled` instead (one per 128-wide K block: acc += A_blk B_blk^T * sfa * sfb);
 passes/ascend_promote_scales.py turns it into the 950's cube -> vector promotion (Fixpipe of each
 partial to a GM workspace, cross-core flags, vector-core acc += part * sfa * sfb).  Pipes, the
@@ -40,6 +50,9 @@ ASCEND_TARGETS = {"ascend950": "950", "ascend910b": "910b"}
 FP8_BLOCK = 128                   # DeepSeek scale block along K (and along N for B)
 GROUP_ALIGN = 128                 # m-grouped contiguous layout: each group's rows padded to a multiple of this
 UINT16_MAX = 65535
+MX_BLOCK = 32                     # OCP MX: one e8m0 scale per 32 K elements
+MX_MMAD_K = 64                    # MmadMx takes K in multiples of 64 (one 16 x 2 scale fractal)
+MX_DTYPES = {"mxfp8": "fp8", "mxfp4": "fp4"}       # in_dtype -> cost-model dtype (with mx=True)
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -84,6 +97,10 @@ class AscendGemmConfig:
     def scaled(self) -> bool:
         return self.in_dtype == "fp8"
 
+    @property
+    def mx(self) -> bool:
+        return self.in_dtype in MX_DTYPES
+
     def key(self) -> str:
         d = {k: v for k, v in asdict(self).items() if not k.startswith("model_")}
         return hashlib.sha256(repr(sorted(d.items())).encode()).hexdigest()[:8]
@@ -115,7 +132,9 @@ class AscendGemm:
             raise OpError(f"{name} takes dimensions m, n, k; unknown {', '.join(extra)}")
         if chip not in self.chips:
             target = "ascend910b" if chip == "910b" else "ascend950"
-            raise OpError(f"{name} is not supported on {target}: its {self.in_dtype.upper()} inputs need the "
+            mx = (" with e8m0 block scales (MmadMx and the L0A/L0B MX scale buffers exist only on arch 3510)"
+                  if self.in_dtype in MX_DTYPES else "")
+            raise OpError(f"{name} is not supported on {target}: its {self.in_dtype.upper()} inputs{mx} need the "
                           f"arch-3510 Cube (Ascend 950); the 910B (arch 2201) Cube takes only bf16/fp16/int8 "
                           f"(use bf16_gemm_nt there)")
         if m < 1:
@@ -124,6 +143,9 @@ class AscendGemm:
             raise OpError(f"{name}: n and k must be >= 1, got n={n}, k={k}")
         if m > 2**31 - 1 or n > 2**31 - 1:
             raise OpError(f"{name}: m and n must be < 2^31 (the kernel's tile loop uses 32-bit rows)")
+        if self.in_dtype == "mxfp4" and k % 2:
+            raise OpError(f"{name}: k={k} must be even: e2m1 values are packed two per byte (low nibble first), "
+                          f"so every row of A and B must start on a byte")
         if chip == "910b" and k > UINT16_MAX:
             raise OpError(f"{name}: k={k} exceeds 65535, the largest GM row pitch of the 910B's GM->L1 ND->Nz copy "
                           f"(Nd2NzParams.srcDValue is uint16 on arch 2201)")
@@ -133,9 +155,12 @@ class AscendGemm:
     def candidates(self, chip: str):
         cm = _costmodel()
         c = cm.get_chip(chip)
-        for cfg in cm.candidate_configs(self.in_dtype, c, mx=False):
+        dtype, mx = cost_dtype(self.in_dtype)
+        for cfg in cm.candidate_configs(dtype, c, mx=mx):
             if (cfg.l1_stages, cfg.l0_stages, cfg.l0c_stages) != (1, 1, 1):
                 continue                      # the emitted kernel is single-buffered: model what it does
+            if mx and (cfg.base_k % MX_MMAD_K or cfg.base_m // 16 > 255 or cfg.base_n // 16 > 255):
+                continue                      # whole scale fractals per K block; LoadData2DMxParams steps are uint8
             if self.in_dtype == "fp8":
                 # one partial per 128-wide K block; an N tile inside one 128-row B-scale block;
                 # each of the two AIVs takes BM/2 rows; UB holds acc + part (f32) + out (bf16) halves
@@ -152,9 +177,10 @@ class AscendGemm:
         cm = _costmodel()
         c = cm.get_chip(chip)
         best = None
+        dtype, mx = cost_dtype(self.in_dtype)
         for cfg in self.candidates(chip):
-            r = cm.estimate(max(m, 1), n, k, self.in_dtype, c, cfg, "bf16", mx=False)
-            key = (round(r.time_us, 4), sum(cm.footprint(cfg, self.in_dtype, False).values()))
+            r = cm.estimate(max(m, 1), n, k, dtype, c, cfg, "bf16", mx=mx)
+            key = (round(r.time_us, 4), sum(cm.footprint(cfg, dtype, mx).values()))
             if best is None or key < best[0]:
                 best = (key, cfg, r)
         if best is None:
@@ -166,6 +192,16 @@ class AscendGemm:
 
     def lower(self, cfg: AscendGemmConfig) -> Node:
         return lower(cfg)
+
+
+def cost_dtype(in_dtype: str):
+    """(cost-model dtype, mx) of an operator's in_dtype."""
+    return (MX_DTYPES[in_dtype], True) if in_dtype in MX_DTYPES else (in_dtype, False)
+
+
+def mx_scale_cols(k: int) -> int:
+    """Columns of an MX scale tensor: ceil(K/32) rounded up to whole pairs (16 x 2 scale fractals)."""
+    return 2 * ceil_div(k, MX_MMAD_K)
 
 
 def _tile_coords(b: Builder, cfg: AscendGemmConfig, t: str, M: str):
@@ -212,6 +248,8 @@ def _maybe_group(b: Builder, cfg: AscendGemmConfig, m0: str, n0: str):
 
 
 def lower(cfg: AscendGemmConfig) -> Node:
+    if cfg.mx:
+        return lower_mx(cfg)
     BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
     dt = DType.e4m3 if cfg.in_dtype == "fp8" else DType.bf16
     kb_total = ceil_div(cfg.k, FP8_BLOCK)
@@ -261,9 +299,87 @@ def lower(cfg: AscendGemmConfig) -> Node:
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (cube,))
 
 
+def _kernel_attrs(cfg: AscendGemmConfig) -> dict:
+    attrs = {"op": cfg.op, "target": "ascend950" if cfg.chip == "950" else "ascend910b", "chip": cfg.chip,
+             "n": cfg.n, "k": cfg.k, "in_dtype": cfg.in_dtype, "block_m": cfg.block_m, "block_n": cfg.block_n,
+             "block_k": cfg.block_k, "cores": cfg.cores, "config": cfg.key()}
+    if cfg.groups:
+        attrs["groups"] = cfg.groups
+    return attrs
+
+
+def mx_fill_cols(cfg: AscendGemmConfig):
+    """fp8 MX: (first column, count) of the last K block that neither ND->Nz (which pads to 32 elements)
+    nor the data covers but MmadMx reads (it takes K in multiples of 64); None when nothing is missing."""
+    if cfg.in_dtype != "mxfp8":
+        return None                   # e2m1: 32 B = 64 elements, ND->Nz already pads to the MmadMx granule
+    kl_last = cfg.k - (cfg.k_blocks - 1) * cfg.block_k
+    padded = ceil_div(kl_last, 32) * 32
+    return (padded, 32) if padded % MX_MMAD_K else None
+
+
+def lower_mx(cfg: AscendGemmConfig) -> Node:
+    """OCP MX GEMM on the 950 cube: per (tile, K block) copy data + scale pairs to L1, load both to L0,
+    one MmadMx that applies the scales; the accumulator leaves through Fixpipe as for bf16."""
+    if cfg.chip != "950":
+        raise OpError(f"{cfg.op}: MmadMx (e8m0 block scales) exists only on the Ascend 950 (arch 3510)")
+    BM, BN, BK = cfg.block_m, cfg.block_n, cfg.block_k
+    dt = DType.e4m3 if cfg.in_dtype == "mxfp8" else DType.e2m1
+    ks = mx_scale_cols(cfg.k)
+    decl = Builder()
+    decl.emit(Op.PARAM, "A", type=Type(dt, ("M", cfg.k)), layout="kmajor")
+    decl.emit(Op.PARAM, "SFA", type=Type(DType.ue8m0, ("M", ks)), layout="rowmajor")
+    decl.emit(Op.PARAM, "B", type=Type(dt, (cfg.n, cfg.k)), layout="kmajor")
+    decl.emit(Op.PARAM, "SFB", type=Type(DType.ue8m0, (cfg.n, ks)), layout="rowmajor")
+    decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", output=True)
+    decl.emit(Op.LOCAL, "a_l1", type=Type(dt, (BM, BK)), pos="L1")
+    decl.emit(Op.LOCAL, "b_l1", type=Type(dt, (BN, BK)), pos="L1")
+    decl.emit(Op.LOCAL, "sfa_l1", type=Type(DType.ue8m0, (BM, BK // MX_BLOCK)), pos="L1")
+    decl.emit(Op.LOCAL, "sfb_l1", type=Type(DType.ue8m0, (BN, BK // MX_BLOCK)), pos="L1")
+    decl.emit(Op.LOCAL, "a_l0", type=Type(dt, (BM, BK)), pos="L0A")
+    decl.emit(Op.LOCAL, "b_l0", type=Type(dt, (BN, BK)), pos="L0B")
+    decl.emit(Op.LOCAL, "acc", type=Type(DType.f32, (BM, BN)), pos="L0C")
+    fill = mx_fill_cols(cfg)
+
+    b = Builder(role="load")
+    bid, gsz, M, tiles = tile_loop_header(b, cfg, "block_id")
+    with b.region(Op.FOR, "t", bid, tiles, gsz) as t:
+        m0, n0, rows, cols = _tile_coords(b, cfg, t, M)
+        with b.region(Op.FOR, "kb", 0, cfg.k_blocks, 1) as kb:
+            k0 = b.scalar(Op.MUL, "k0", kb, BK)
+            kl = b.scalar(Op.MIN, "kl", b.scalar(Op.SUB, "k_left", cfg.k, k0), BK)
+            first = b.scalar(Op.LT, "first", kb, 1)
+            s0 = b.scalar(Op.MUL, "s0", kb, BK // MX_BLOCK)
+            sl = b.scalar(Op.CEILDIV, "sl", kl, MX_BLOCK)
+            b.emit(Op.COPY_IN, "", "a_l1", "A", m0, k0, rows, kl, nd2nz=True)
+            b.emit(Op.COPY_IN, "", "b_l1", "B", n0, k0, cols, kl, nd2nz=True)
+            b.emit(Op.COPY_IN, "", "sfa_l1", "SFA", m0, s0, rows, sl, mx_scales=True)
+            b.emit(Op.COPY_IN, "", "sfb_l1", "SFB", n0, s0, cols, sl, mx_scales=True)
+            if fill is not None:
+                def zero_tail():
+                    b.emit(Op.FILL_L1, "", "a_l1", rows, fill[0], fill[1])
+                    b.emit(Op.FILL_L1, "", "b_l1", cols, fill[0], fill[1])
+                if cfg.k_blocks == 1:
+                    zero_tail()
+                else:
+                    with b.region(Op.IF, "", b.scalar(Op.LT, "last", cfg.k_blocks - 2, kb)):
+                        zero_tail()
+            b.emit(Op.LOAD_L0_MX, "", "a_l0", "a_l1", "sfa_l1", rows, kl)
+            b.emit(Op.LOAD_L0_MX, "", "b_l0", "b_l1", "sfb_l1", cols, kl)
+            b.emit(Op.MMAD_MX, "", "acc", "a_l0", "b_l0", rows, cols, kl, first, role="mma")
+        b.emit(Op.FIXPIPE, "", "D", "acc", m0, n0, rows, cols, role="store")
+    cube = Node(Op.WARPGROUP, "", (), None, {"ids": (0,), "roles": ("load", "mma", "store"), "unit": "aic"},
+                b.nodes())
+    return Node(Op.KERNEL, cfg.kernel_name(), (), None, _kernel_attrs(cfg), decl.nodes() + (cube,))
+
+
 BF16 = AscendGemm("bf16_gemm_nt", "bf16", ("950", "910b"))
 FP8 = AscendGemm("fp8_gemm_nt", "fp8", ("950",))
 GROUPED_FP8 = AscendGemm("m_grouped_fp8_gemm_nt_contiguous", "fp8", ("950",), grouped=True)
+
+
+MX_FP8 = AscendGemm("mx_fp8_gemm_nt", "mxfp8", ("950",))
+MX_FP4 = AscendGemm("mx_fp4_gemm_nt", "mxfp4", ("950",))
 
 
 def _no_sm90a_op(op):
@@ -286,3 +402,13 @@ register_operator(Operator(
     doc="D[r] = (A[r]*SFA[r]) @ (B[g]*SFB[g])^T with g = MI[r] (-1: padding row, skipped); rows of a group are "
         "contiguous and padded to 128; e4m3 A[M,K], B[G*N,K]; f32 SFA [M, K/128], SFB [G*N/128, K/128]; bf16 D. "
         "Ascend 950 only."))
+register_operator(Operator(
+    name="mx_fp8_gemm_nt", dims=("m", "n", "k"), compiled_dims=("n", "k"),
+    choose_config=lambda **d: _no_sm90a_op("mx_fp8_gemm_nt"), lower=None, check=lambda **d: None, ascend=MX_FP8,
+    doc="OCP MX FP8: D = sum_k (A*2^(SFA-127)) (B*2^(SFB-127)); e4m3 A[M,K], B[N,K]; ue8m0 SFA [M, 2*ceil(K/64)], "
+        "SFB [N, 2*ceil(K/64)] (one scale per 32 K, stored in pairs); bf16 D.  Ascend 950 only (MmadMx)."))
+register_operator(Operator(
+    name="mx_fp4_gemm_nt", dims=("m", "n", "k"), compiled_dims=("n", "k"),
+    choose_config=lambda **d: _no_sm90a_op("mx_fp4_gemm_nt"), lower=None, check=lambda **d: None, ascend=MX_FP4,
+    doc="OCP MX FP4: as mx_fp8_gemm_nt with e2m1 A, B packed two per byte (low nibble first, K even).  "
+        "Ascend 950 only (MmadMx)."))

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dgir.ir import DType, Node, Op
 
 CTYPE = {DType.bf16: "bfloat16_t", DType.f16: "half", DType.e4m3: "fp8_e4m3fn_t", DType.e5m2: "fp8_e5m2_t",
-         DType.f32: "float", DType.i32: "int32_t"}
+         DType.f32: "float", DType.i32: "int32_t", DType.e2m1: "fp4x2_e2m1_t", DType.ue8m0: "fp8_e8m0_t"}
 SREG = {"block_id": "GetBlockIdx()", "aic_id": "(GetBlockIdx() / GetTaskRatio())",
         "sub_block_id": "GetSubBlockIdx()", "grid_size": "GetBlockNum()"}
 CHIP_NAME = {"950": "Ascend 950 (arch 3510)", "910b": "Ascend 910B (arch 2201)"}
@@ -65,6 +65,20 @@ def _c0(dtype: DType) -> int:
     return int(32 * 8 // dtype.bits)            # elements per 32 B: the fractal width
 
 
+def _per_unit(dtype: DType) -> int:
+    """IR elements per C++ storage element: 2 for e2m1 (fp4x2_e2m1_t holds two), else 1."""
+    return 2 if dtype is DType.e2m1 else 1
+
+
+def _units(expr: str, dtype: DType) -> str:
+    """An element count / index as a count of C++ storage elements."""
+    return expr if _per_unit(dtype) == 1 else f"({expr}) / {_per_unit(dtype)}"
+
+
+def _tile_elems(t) -> int:
+    return t.numel // _per_unit(t.dtype)
+
+
 # --------------------------------------------------------------------------------------------
 # scalars and structure
 _BIN = {Op.ADD: "{} + {}", Op.SUB: "{} - {}", Op.MUL: "{} * {}", Op.DIV: "{} / {}", Op.MOD: "{} % {}",
@@ -112,6 +126,17 @@ def _for(n: Node, c: _Ctx):
 def _copy_in(n: Node, c: _Ctx):
     dst, param, r0, c0, rows, cols = n.args
     pos = c.decls[dst].get("pos")
+    dt = c.decls[param].type.dtype
+    if n.get("mx_scales"):
+        _copy_in_mx_scales(n, c)
+        return
+    if _per_unit(dt) != 1:
+        pitch = c.pitch(param) // _per_unit(dt)
+        c.out(f"// copy_in %{dst} <- %{param}: GM -> L1, ND -> Nz, {c.v(rows)} x {c.v(cols)} {dt.name} "
+              f"(two per byte: {c.v(cols)} / 2 fp4x2 columns) (MTE2)")
+        c.out(f"DataCopy({_ident(dst)}, {c.gm(param)}[(uint64_t){c.v(r0)} * {pitch} + {_units(c.v(c0), dt)}], "
+              f"Nd2NzParams(1, {c.v(rows)}, {_units(c.v(cols), dt)}, 0, {pitch}, CeilAlign({c.v(rows)}, 16), 1, 0));")
+        return
     src = f"{c.gm(param)}[(uint64_t){c.v(r0)} * {c.pitch(param)} + {c.v(c0)}]"
     if pos == "L1":
         c.out(f"// copy_in %{dst} <- %{param}: GM -> L1, ND -> Nz, {c.v(rows)} x {c.v(cols)} (MTE2)")
@@ -124,6 +149,59 @@ def _copy_in(n: Node, c: _Ctx):
         c.out(f"DataCopy({_ident(dst)}, {src}, (uint32_t)({c.v(rows)} * {c.v(cols)}));")
     else:
         raise EmitError(f"copy_in into {pos}")
+
+
+def _copy_in_mx_scales(n: Node, c: _Ctx):
+    dst, param, r0, c0, rows, cols = n.args
+    pairs = c.pitch(param) // 2
+    c.out(f"// copy_in %{dst} <- %{param}: GM -> L1, e8m0 scales of {c.v(rows)} rows x {c.v(cols)} K blocks read as "
+          f"16-bit pairs, DN -> Nz: one 16 x 2 scale fractal (32 B) per 16 rows and 64 K (MTE2)")
+    c.out(f"DataCopy({_ident(dst)}.ReinterpretCast<uint16_t>(), {c.gm(param)[:-3]}_pairs_gm[(uint64_t){c.v(r0)} * {pairs} + "
+          f"{c.v(c0)} / 2], Dn2NzParams(1, CeilDiv({c.v(cols)}, 2), {c.v(rows)}, 0, {pairs}, CeilDiv({c.v(cols)}, 2), 1, 0));")
+
+
+def _fill_l1(n: Node, c: _Ctx):
+    dst, rows, col0, cols = n.args
+    dt = c.decls[dst].type.dtype
+    c0 = _c0(dt)
+    if col0 % c0 or cols % c0:
+        raise EmitError(f"fill_l1 %{dst}: columns [{col0}, {col0 + cols}) are not whole 32 B fractal columns")
+    c.out(f"// fill_l1 %{dst}: zero K columns [{col0}, {col0 + cols}) (fractal columns {col0 // c0}..{(col0 + cols) // c0 - 1}"
+          f" of the Nz tile): ND -> Nz pads only to 32 B, MmadMx reads K in 64s (MTE1)")
+    blocks = f"CeilAlign({c.v(rows)}, 16)" + (f" * {cols // c0}" if cols // c0 > 1 else "")
+    c.out(f"InitConstValue({_ident(dst)}.ReinterpretCast<uint16_t>()[{col0 // c0} * CeilAlign({c.v(rows)}, 16) * 16], "
+          f"InitConstValueParams<uint16_t>(1, (uint16_t)({blocks}), 0, 0));   // one run of 32 B blocks")
+
+
+def _load_l0_mx(n: Node, c: _Ctx):
+    dst, src, scales, rows, cols = n.args
+    pos = c.decls[dst].get("pos")
+    dt = c.decls[dst].type.dtype
+    c.out(f"{{  // load_l0_mx %{dst} <- %{src}, scales %{scales}: L1 (Nz) -> {pos}, e8m0 pairs -> {pos}_MX "
+          f"(at the {pos} address / 16) (MTE1)")
+    c.depth += 1
+    c.out(f"const uint16_t r1 = CeilDiv({c.v(rows)}, 16), k1 = CeilAlign({c.v(cols)}, 64) / {_c0(dt)}, "
+          f"kp = CeilDiv({c.v(cols)}, 64);   // 16-row fractals, 32 B fractal columns, 16 x 2 scale fractals")
+    c.out(f"LoadData({_ident(dst)}, {_ident(src)}, {_ident(scales)}, LoadData2DParamsV2(0, 0, r1, k1, r1, r1, false, 0), "
+          f"LoadData2DMxParams(0, 0, r1, kp, kp, kp));")
+    c.depth -= 1
+    c.out("}")
+
+
+def _mmad_mx(n: Node, c: _Ctx):
+    acc, a, b, m, nn, k, init = n.args[:7]
+    init_s = "true" if init == 1 else ("false" if init == 0 else f"{c.v(init)} != 0")
+    c.out(f"{{  // mmad_mx %{acc} {'=' if init == 1 else '(+)='} (%{a} * 2^sa) @ (%{b} * 2^sb)^T, one e8m0 scale per "
+          f"32 K (MmadMx), fp32 in L0C (M)")
+    c.depth += 1
+    c.out(f"MmadParams mmad_params({c.v(m)}, {c.v(nn)}, CeilAlign({c.v(k)}, 64), 0, false, {init_s});   "
+          f"// K padded to the 64-element scale fractal (zeros in L1)")
+    c.out("mmad_params.disableGemv = true;   // m == 1 keeps the Nz L0A layout (no GEMV mode)")
+    c.out(f"MmadMx({_ident(acc)}, {_ident(a)}, {_ident(b)}, mmad_params);")
+    c.out(f"if (CeilDiv({c.v(m)}, 16) * CeilDiv({c.v(nn)}, 16) < 10) PipeBarrier<PIPE_M>();   "
+          f"// back-to-back small Mmads")
+    c.depth -= 1
+    c.out("}")
 
 
 def _load_l0(n: Node, c: _Ctx):
@@ -256,6 +334,7 @@ EMIT = {
     Op.COPY_IN: _copy_in, Op.LOAD_L0: _load_l0, Op.MMAD: _mmad, Op.FIXPIPE: _fixpipe, Op.COPY_OUT: _copy_out,
     Op.VFILL: _vfill, Op.VPROMOTE: _vpromote, Op.VCAST: _vcast,
     Op.SET_FLAG: _set_flag, Op.WAIT_FLAG: _wait_flag, Op.XCORE_SET: _xcore_set, Op.XCORE_WAIT: _xcore_wait,
+    Op.LOAD_L0_MX: _load_l0_mx, Op.MMAD_MX: _mmad_mx, Op.FILL_L1: _fill_l1,
 }
 
 
@@ -276,10 +355,10 @@ def _tposition(kernel: Node, buf: Node) -> str:
     pos = buf.get("pos")
     if pos in _TPOS:
         return _TPOS[pos]
-    uses = [n for n in kernel.walk() if buf.name in n.args[:2]]
+    uses = [n for n in kernel.walk() if buf.name in n.args[:3]]
     if pos == "L1":
-        into_b = any(n.op is Op.LOAD_L0 and n.args[1] == buf.name and kernel.decl(n.args[0]).get("pos") == "L0B"
-                     for n in uses)
+        into_b = any(n.op in (Op.LOAD_L0, Op.LOAD_L0_MX) and buf.name in n.args[1:3]
+                     and kernel.decl(n.args[0]).get("pos") == "L0B" for n in uses)
         return "B1" if into_b else "A1"
     if any(n.op is Op.COPY_IN and n.args[0] == buf.name for n in uses):
         return "VECIN"
@@ -300,7 +379,7 @@ def _region(region: Node, kernel: Node, c: _Ctx):
         if buf.get("offset") is None:
             raise EmitError(f"local %{buf.name} has no offset (run ascend_allocate_buffers)")
         c.out(f"LocalTensor<{CTYPE[buf.type.dtype]}> {_ident(buf.name)}(TPosition::{_tposition(kernel, buf)}, "
-              f"{buf.get('offset')}, {buf.type.numel});   // local %{buf.name}: {buf.get('pos')} {buf.type}")
+              f"{buf.get('offset')}, {_tile_elems(buf.type)});   // local %{buf.name}: {buf.get('pos')} {buf.type}")
     _body(region.body, c)
     c.depth -= 1
     c.out("}")
@@ -342,9 +421,16 @@ def emit_ascendc(kernel: Node) -> str:
     for p in params:
         t = CTYPE[p.type.dtype]
         size = " * ".join(f"(uint64_t){'m_rows' if d == 'M' else d}" for d in p.type.shape)
+        if _per_unit(p.type.dtype) != 1:
+            size = f"{size} / {_per_unit(p.type.dtype)}"
         c.out(f"GlobalTensor<{t}> {c.gm(p.name)};   // param %{p.name}: {p.type}"
-              + (" (output)" if p.get("output") else " (workspace)" if p.get("workspace") else ""))
+              + (" (output)" if p.get("output") else " (workspace)" if p.get("workspace") else "")
+              + (" (two e2m1 per byte, low nibble first)" if p.type.dtype is DType.e2m1 else ""))
         c.out(f"{c.gm(p.name)}.SetGlobalBuffer(reinterpret_cast<__gm__ {t}*>({_param_arg(p)}), {size});")
+        if p.type.dtype is DType.ue8m0:
+            pairs = c.gm(p.name)[:-3] + "_pairs_gm"
+            c.out(f"GlobalTensor<uint16_t> {pairs};   // the same scales as 16-bit pairs (K groups 2j, 2j+1)")
+            c.out(f"{pairs}.SetGlobalBuffer(reinterpret_cast<__gm__ uint16_t*>({_param_arg(p)}), {size} / 2);")
     for region in (n for n in kernel.body if n.op is Op.WARPGROUP):
         _region(region, kernel, c)
     c.depth = 0

@@ -135,6 +135,20 @@ struct Nd2NzParams {
                          uint16_t dstNzC0Stride, uint16_t dstNzNStride, uint32_t dstNzMatrixStride);
 };
 #endif
+#if __NPU_ARCH__ == 3510
+struct Dn2NzParams {
+  uint16_t dnNum, nValue; uint32_t dValue; uint64_t srcDnMatrixStride, srcDValue; uint16_t dstNzC0Stride, dstNzNStride; uint32_t dstNzMatrixStride;
+  __aicore__ Dn2NzParams();
+  __aicore__ Dn2NzParams(uint16_t dnNum, uint16_t nValue, uint32_t dValue, uint64_t srcDnMatrixStride, uint64_t srcDValue,
+                         uint16_t dstNzC0Stride, uint16_t dstNzNStride, uint32_t dstNzMatrixStride);
+};
+#endif
+template <typename T> struct InitConstValueParams {
+  uint16_t repeatTimes, blockNum, dstGap; T initValue;
+  __aicore__ InitConstValueParams();
+  __aicore__ InitConstValueParams(const uint16_t repeatTimes, const uint16_t blockNum, const uint16_t dstGap, const T initValue);
+  __aicore__ InitConstValueParams(const uint16_t repeatTimes, const T initValue);
+};
 struct DataCopyParams {
   uint16_t blockCount, blockLen, srcStride, dstStride;
   __aicore__ DataCopyParams();
@@ -194,6 +208,9 @@ template <CO2Layout format = CO2Layout::ROW_MAJOR> struct FixpipeParamsArch3510 
 
 // ---- data movement
 template <typename T> __aicore__ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& intriParams);
+#if __NPU_ARCH__ == 3510
+template <typename T, bool enableSmallC0 = false> __aicore__ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Dn2NzParams& intriParams);
+#endif
 template <typename T> __aicore__ void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const uint32_t calCount);
 template <typename T> __aicore__ void DataCopy(const GlobalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t calCount);
 template <typename T> __aicore__ void DataCopy(const LocalTensor<T>& dst, const LocalTensor<T>& src, const uint32_t calCount);
@@ -208,6 +225,7 @@ template <typename T> __aicore__ void LoadData(const LocalTensor<T>& dst, const 
 template <typename T, typename U> __aicore__ void LoadData(const LocalTensor<U>& dst, const LocalTensor<T>& src, const LocalTensor<fp8_e8m0_t>& srcMx,
                                                            const LoadData2DParamsV2& loadDataParams, const LoadData2DMxParams& loadMxDataParams);
 #endif
+template <typename T, typename U = T> __aicore__ void InitConstValue(const LocalTensor<T>& dst, const InitConstValueParams<U>& initConstValueParams);
 // ---- cube
 template <typename T, typename U, typename S>
 __aicore__ void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& mmadParams);

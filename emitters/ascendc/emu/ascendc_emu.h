@@ -227,9 +227,10 @@ using QuePosition = TPosition;
 enum pipe_t { PIPE_S = 0, PIPE_V, PIPE_M, PIPE_MTE1, PIPE_MTE2, PIPE_MTE3, PIPE_ALL, PIPE_MTE4, PIPE_MTE5, PIPE_V2, PIPE_FIX };
 
 namespace emu {
-enum Phys { P_GM, P_L1, P_L0A, P_L0B, P_L0C, P_UB, P_BT, P_FB, P_NUM };
+// L0A_MX / L0B_MX: the 3510's MX scale slots (1/16 of L0A / L0B; a tile's scales live at its L0 address / 16)
+enum Phys { P_GM, P_L1, P_L0A, P_L0B, P_L0C, P_UB, P_BT, P_FB, P_L0A_MX, P_L0B_MX, P_NUM };
 inline const char* phys_name(int p) {
-  static const char* n[] = {"GM", "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB"};
+  static const char* n[] = {"GM", "L1", "L0A", "L0B", "L0C", "UB", "BT", "FB", "L0A_MX", "L0B_MX"};
   return n[p];
 }
 enum PipeIdx { PI_S, PI_V, PI_M, PI_MTE1, PI_MTE2, PI_MTE3, PI_FIX, PI_NUM };
@@ -273,10 +274,10 @@ struct ChipProfile {
 // Capacities from ascendc.md section 1.3 (per AI core).  910B UB: 192 KB - 256 B - 8 KB AscendC reserve.
 inline const ChipProfile& chip() {
   static const ChipProfile p910b{"Ascend910B (arch 2201)", 2201,
-                                 {0, 512u * 1024, 64u * 1024, 64u * 1024, 128u * 1024, 192u * 1024 - 256 - 8 * 1024, 1024, 7 * 1024},
+                                 {0, 512u * 1024, 64u * 1024, 64u * 1024, 128u * 1024, 192u * 1024 - 256 - 8 * 1024, 1024, 7 * 1024, 0, 0},
                                  24, 2};
   static const ChipProfile p950{"Ascend950 (arch 3510)", 3510,
-                                {0, 512u * 1024, 64u * 1024, 64u * 1024, 256u * 1024, 248u * 1024, 4 * 1024, 16 * 1024},
+                                {0, 512u * 1024, 64u * 1024, 64u * 1024, 256u * 1024, 248u * 1024, 4 * 1024, 16 * 1024, 4 * 1024, 4 * 1024},
                                 32, 2};
   return EMU_ARCH == 2201 ? p910b : p950;
 }
@@ -308,7 +309,7 @@ struct CoreCtx {
     const ChipProfile& c = chip();
     for (int p = 1; p < P_NUM; ++p) {
       bool have = aic ? (p != P_UB) : (p == P_UB);
-      if (!have) continue;
+      if (!have || c.cap[p] == 0) continue;  // 2201 has no MX scale slots
       mem[p].assign(c.cap[p] + 256 * (p == P_UB) * 0, 0xFF);  // POISON 0xFF (NaN for f32/bf16/half/fp8)
       sh[p].assign((c.cap[p] + 31) / 32, Shadow{});
     }
@@ -412,6 +413,8 @@ template <class T> constexpr const char* tname() {
   else if constexpr (std::is_same<T, int8_t>::value) return "int8_t";
   else if constexpr (std::is_same<T, int32_t>::value) return "int32_t";
   else if constexpr (std::is_same<T, hifloat8_t>::value) return "hifloat8_t";
+  else if constexpr (std::is_same<T, fp4x2_e2m1_t>::value) return "fp4x2_e2m1_t";
+  else if constexpr (std::is_same<T, uint16_t>::value) return "uint16_t";
   else return "T";
 }
 template <class T> constexpr bool is_fp8() { return std::is_same<T, fp8_e4m3fn_t>::value || std::is_same<T, fp8_e5m2_t>::value; }
@@ -787,6 +790,34 @@ struct Nd2NzParams {
         dstNzC0Stride(dstNzC0Stride_), dstNzNStride(dstNzNStride_), dstNzMatrixStride(dstNzMatrixStride_) {}
 };
 #endif
+#if EMU_ARCH == 3510
+// GM -> L1 from a DN (column-major) source: element (n, d) of the nValue x dValue matrix is read from
+// src[d * srcDValue + n] (srcDValue: the source's pitch between consecutive d, in elements) and lands in Nz
+// exactly as for Nd2Nz: (d / C0) * dstNzC0Stride * C0 + n * dstNzNStride * C0 + d % C0 (strides in 32 B).
+// Only the d tail up to C0 is zero-filled (emulator reading of the 3510 DataCopy DN2NZ doc; not validated).
+struct Dn2NzParams {
+  uint16_t dnNum = 0, nValue = 0;
+  uint32_t dValue = 0;
+  uint64_t srcDnMatrixStride = 0, srcDValue = 0;
+  uint16_t dstNzC0Stride = 0, dstNzNStride = 0;
+  uint32_t dstNzMatrixStride = 0;
+  __aicore__ Dn2NzParams() = default;
+  __aicore__ Dn2NzParams(uint16_t dnNum_, uint16_t nValue_, uint32_t dValue_, uint64_t srcDnMatrixStride_, uint64_t srcDValue_,
+                         uint16_t dstNzC0Stride_, uint16_t dstNzNStride_, uint32_t dstNzMatrixStride_)
+      : dnNum(dnNum_), nValue(nValue_), dValue(dValue_), srcDnMatrixStride(srcDnMatrixStride_), srcDValue(srcDValue_),
+        dstNzC0Stride(dstNzC0Stride_), dstNzNStride(dstNzNStride_), dstNzMatrixStride(dstNzMatrixStride_) {}
+};
+#endif
+// InitConstValue (A1/B1: blocks of 32 B; A2/B2 on 2201 only: blocks of 512 B).  repeatTimes iterations of
+// blockNum blocks, dstGap blocks between iterations.
+template <typename T> struct InitConstValueParams {
+  uint16_t repeatTimes = 0, blockNum = 0, dstGap = 0;
+  T initValue = 0;
+  __aicore__ InitConstValueParams() = default;
+  __aicore__ InitConstValueParams(const uint16_t repeatTimes_, const uint16_t blockNum_, const uint16_t dstGap_, const T initValue_)
+      : repeatTimes(repeatTimes_), blockNum(blockNum_), dstGap(dstGap_), initValue(initValue_) {}
+  __aicore__ InitConstValueParams(const uint16_t repeatTimes_, const T initValue_) : repeatTimes(repeatTimes_), blockNum(16), initValue(initValue_) {}
+};
 struct DataCopyParams {
   uint16_t blockCount = 1, blockLen = 0, srcStride = 0, dstStride = 0;  // blockLen/strides in 32 B units
   __aicore__ DataCopyParams() = default;
@@ -959,6 +990,44 @@ template <typename T> __aicore__ inline void DataCopy(const LocalTensor<T>& dst,
       }
     }
 }
+#if EMU_ARCH == 3510
+// GM -> L1 with DN -> NZ conversion (MTE2, arch 3510 only)
+template <typename T, bool enableSmallC0 = false>
+__aicore__ inline void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Dn2NzParams& p) {
+  const char* what = "DataCopy(GM->L1,Dn2Nz)";
+  static_assert(!enableSmallC0, "emulator: enableSmallC0 is not emulated");
+  if (dst.phys() != emu::P_L1) emu::fail("%s: dst position %s is not L1 (A1/B1)", what, emu::pos_name(dst.pos_));
+  emu_detail::need_aic(what);
+  emu::check_align(dst.addr_, 32, what, "L1 dst");
+  const uint32_t C0 = emu_detail::c0<T>();
+  emu::begin_op(emu::PI_MTE2, what);
+  const uint32_t dpad = (uint32_t)((p.dValue + C0 - 1) / C0 * C0);
+  uint64_t extent = 0;
+  for (uint32_t nd = 0; nd < p.dnNum; ++nd)
+    for (uint32_t n = 0; n < p.nValue; ++n)
+      for (uint32_t cg = 0; cg < dpad / C0; ++cg)
+        extent = std::max<uint64_t>(extent, (uint64_t)nd * p.dstNzMatrixStride + (uint64_t)cg * p.dstNzC0Stride * C0 +
+                                                (uint64_t)n * p.dstNzNStride * C0 + C0);
+  dst.need(extent, what);
+  T* d = dst.ptr();
+  for (uint32_t nd = 0; nd < p.dnNum; ++nd)
+    for (uint32_t n = 0; n < p.nValue; ++n)
+      for (uint32_t cg = 0; cg < dpad / C0; ++cg) {
+        uint64_t e = (uint64_t)nd * p.dstNzMatrixStride + (uint64_t)cg * p.dstNzC0Stride * C0 + (uint64_t)n * p.dstNzNStride * C0;
+        emu::acc_write(emu::P_L1, dst.addr_ + e * sizeof(T), C0 * sizeof(T));
+        for (uint32_t c = 0; c < C0; ++c) {
+          uint32_t col = cg * C0 + c;
+          if (col < p.dValue) {
+            uint64_t si = (uint64_t)nd * p.srcDnMatrixStride + (uint64_t)col * p.srcDValue + n;
+            src.chk(si, 1, what);
+            d[e + c] = src.buf_[si];
+          } else {
+            std::memset((void*)&d[e + c], 0, sizeof(T));  // only the d tail up to 32 B is zero-filled
+          }
+        }
+      }
+}
+#endif
 namespace emu_detail {
 template <typename T> inline void copy_blocks(T* d, const T* s, const DataCopyParams& p) {
   uint64_t bl = (uint64_t)p.blockLen * 32;
@@ -1118,6 +1187,67 @@ template <typename T> __aicore__ inline void LoadData(const LocalTensor<T>& dst,
     }
 }
 
+// Initialise a local tensor to a constant.  A1/B1 (L1): 32 B blocks, pipe MTE1; A2/B2 (L0A/L0B): 512 B
+// blocks, arch 2201 only (3510 removed the L0A/L0B init instructions: initialise L1 and LoadData instead).
+template <typename T> __aicore__ inline void InitConstValue(const LocalTensor<T>& dst, const InitConstValueParams<T>& p) {
+  const char* what = "InitConstValue";
+  emu_detail::need_aic(what);
+  constexpr bool ok = std::is_same<T, half>::value || std::is_same<T, int16_t>::value || std::is_same<T, uint16_t>::value ||
+                      std::is_same<T, bfloat16_t>::value || std::is_same<T, float>::value || std::is_same<T, int32_t>::value ||
+                      std::is_same<T, uint32_t>::value;
+  if (!ok) emu::fail("%s: type %s is not supported (half/int16_t/uint16_t/bfloat16_t/float/int32_t/uint32_t)", what, emu::tname<T>());
+  uint32_t blk;
+  if (dst.phys() == emu::P_L1) {
+    blk = 32;
+  } else if (dst.phys() == emu::P_L0A || dst.phys() == emu::P_L0B) {
+#if EMU_ARCH == 3510
+    emu::fail("%s: arch 3510 has no L0A/L0B initialisation (%s); initialise L1 and LoadData it", what, emu::pos_name(dst.pos_));
+#endif
+    blk = 512;
+  } else {
+    emu::fail("%s: position %s is not A1/B1/A2/B2", what, emu::pos_name(dst.pos_));
+  }
+  emu::check_align(dst.addr_, blk, what, emu::phys_name(dst.phys()));
+  const uint64_t per = (uint64_t)p.blockNum * blk, pitch = per + (uint64_t)p.dstGap * blk;
+  if (p.repeatTimes) dst.need(((p.repeatTimes - 1) * pitch + per) / sizeof(T), what);
+  emu::begin_op(emu::PI_MTE1, what);
+  for (uint32_t r = 0; r < p.repeatTimes; ++r) {
+    emu::acc_write(dst.phys(), dst.addr_ + r * pitch, per);
+    T* d = reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(dst.ptr()) + r * pitch);
+    for (uint64_t i = 0; i < per / sizeof(T); ++i) d[i] = p.initValue;
+  }
+}
+
+#if EMU_ARCH == 3510
+// L1 -> L0A/L0B with MX scales (MTE1, arch 3510).  The data part is LoadData(dst, src, LoadData2DParamsV2).
+// The scale part copies 32 B scale fractals (16 rows x 2 e8m0, row-major: row r's scales for K groups 2y, 2y+1
+// at bytes 2r, 2r+1): fractal (x, y) for x < xStep (M or N direction, 16-row fractals), y < yStep (K direction,
+// 64 K each) is read at srcMx + ((xStart + x) * srcStride + yStart + y) * 32 B and written to the MX slot of dst
+// (L0A_MX / L0B_MX at dst's address / 16) + (x * dstStride + y) * 32 B.
+template <typename T, typename U>
+__aicore__ inline void LoadData(const LocalTensor<U>& dst, const LocalTensor<T>& src, const LocalTensor<fp8_e8m0_t>& srcMx,
+                                const LoadData2DParamsV2& p, const LoadData2DMxParams& mx) {
+  static_assert(sizeof(T) == sizeof(U), "LoadData MX: src and dst element widths differ");
+  const char* what = "LoadData(L1->L0,MX)";
+  LoadData(dst, src.template ReinterpretCast<U>(), p);  // the data part
+  if (srcMx.phys() != emu::P_L1) emu::fail("%s: srcMx position %s is not L1", what, emu::pos_name(srcMx.pos_));
+  emu::check_align(srcMx.addr_, 32, what, "L1 srcMx");
+  const emu::Phys mxp = dst.phys() == emu::P_L0A ? emu::P_L0A_MX : emu::P_L0B_MX;
+  const uint64_t mx_base = dst.addr_ / 16;
+  uint8_t* mem = emu::cur().base(mxp, what);
+  emu::begin_op(emu::PI_MTE1, "LoadData(L1->L0,MX scales)");
+  for (uint32_t x = 0; x < mx.xStep; ++x)
+    for (uint32_t y = 0; y < mx.yStep; ++y) {
+      uint64_t sf = (uint64_t)(mx.xStartPosition + x) * mx.srcStride + mx.yStartPosition + y;
+      uint64_t df = (uint64_t)x * mx.dstStride + y;
+      srcMx.need((sf + 1) * 32, what);
+      emu::acc_read(emu::P_L1, srcMx.addr_ + sf * 32, 32);
+      emu::acc_write(mxp, mx_base + df * 32, 32);  // bounds-checked against the 4 KB MX slot
+      std::memcpy(mem + mx_base + df * 32, reinterpret_cast<const uint8_t*>(srcMx.ptr()) + sf * 32, 32);
+    }
+}
+#endif
+
 // ---------------------------------------------------------------- cube
 namespace emu_detail {
 template <typename U, typename S> inline void check_mmad_types() {
@@ -1187,6 +1317,85 @@ __aicore__ inline void Mmad(const LocalTensor<T>& dst, const LocalTensor<U>& fm,
       else c[ci] = (T)((double)c[ci] + acc);
     }
 }
+
+#if EMU_ARCH == 3510
+namespace emu_detail {
+template <typename T> constexpr bool is_mx_operand() { return emu::is_fp8<T>() || std::is_same<T, fp4x2_e2m1_t>::value; }
+template <typename T> constexpr uint32_t per_byte() { return std::is_same<T, fp4x2_e2m1_t>::value ? 2u : 1u; }
+template <typename T> inline double mx_elem(const T* base, uint64_t byte, uint32_t nib) {
+  if constexpr (std::is_same<T, fp4x2_e2m1_t>::value) return (double)base[byte].get((int)nib);
+  else return emu::to_d(base[byte]);
+}
+inline double e8m0(uint8_t b) { return b == 0xFF ? NAN : std::ldexp(1.0, (int)b - 127); }
+}  // namespace emu_detail
+// MX cube (arch 3510): C(L0C, Nz fp32) (+)= sum_k A[m][k] 2^(sa[m][k/32]-127) * B[k][n] 2^(sb[n][k/32]-127).
+// A in L0A (Nz), B in L0B (Zn), 16 x 32 B fractals (k0 = 32 fp8 or 64 fp4 elements; fp4x2 packs element 2j in
+// the low nibble).  The scales are read from the MX slots at fm / filter address / 16, laid out as LoadData MX
+// writes them with dstStride = k / 64: scale fractal (row / 16) * (k / 64) + kgroup / 64, byte (row % 16) * 2 + (k / 32) % 2.
+// k must be a multiple of 64; GEMV mode (m == 1 without disableGemv) is not emulated for MmadMx.
+template <typename T, typename U, typename S>
+__aicore__ inline void MmadMx(const LocalTensor<T>& dst, const LocalTensor<U>& fm, const LocalTensor<S>& filter, const MmadParams& p) {
+  const char* what = "MmadMx";
+  emu_detail::need_aic(what);
+  if (!emu_detail::is_mx_operand<U>() || !emu_detail::is_mx_operand<S>())
+    emu::fail("MmadMx: operand types %s x %s are not fp8_e4m3fn_t/fp8_e5m2_t/fp4x2_e2m1_t", emu::tname<U>(), emu::tname<S>());
+  if (!std::is_same<T, float>::value) emu::fail("MmadMx: dst type %s must be float", emu::tname<T>());
+  if (dst.phys() != emu::P_L0C) emu::fail("MmadMx: dst position %s is not CO1/L0C", emu::pos_name(dst.pos_));
+  if (fm.phys() != emu::P_L0A) emu::fail("MmadMx: fm position %s is not A2/L0A", emu::pos_name(fm.pos_));
+  if (filter.phys() != emu::P_L0B) emu::fail("MmadMx: filter position %s is not B2/L0B", emu::pos_name(filter.pos_));
+  if (p.isBias) emu::fail("MmadMx: isBias (BiasTable) is not emulated");
+  if (p.m > 4095 || p.n > 4095 || p.k > 4095) emu::fail("MmadMx: m=%u n=%u k=%u exceed 4095", p.m, p.n, p.k);
+  if (p.k % 64) emu::fail("MmadMx: k=%u is not a multiple of 64 (one 16 x 2 e8m0 scale fractal covers 64 K)", p.k);
+  if (p.m == 1 && !p.disableGemv) emu::fail("MmadMx: m == 1 selects GEMV mode (ND L0A), not emulated for MmadMx: set disableGemv");
+  emu::check_align(dst.addr_, 1024, what, "L0C dst");
+  emu::check_align(fm.addr_, emu::is_fp8<U>() ? 1024 : 512, what, "L0A");
+  emu::check_align(filter.addr_, emu::is_fp8<S>() ? 1024 : 512, what, "L0B");
+  emu::begin_op(emu::PI_M, what);
+  if (p.m == 0 || p.n == 0 || p.k == 0) return;
+  const uint32_t pa = emu_detail::per_byte<U>(), pb = emu_detail::per_byte<S>();
+  const uint32_t M1 = (p.m + 15) / 16, N1 = (p.n + 15) / 16, KA = p.k / pa, KB = p.k / pb, K2 = p.k / 64;
+  const uint64_t a_bytes = (uint64_t)M1 * 16 * KA, b_bytes = (uint64_t)N1 * 16 * KB, c_elems = (uint64_t)M1 * N1 * 256;
+  fm.need(a_bytes, what);
+  filter.need(b_bytes, what);
+  dst.need(c_elems, what);
+  const uint64_t amx = fm.addr_ / 16, bmx = filter.addr_ / 16;
+  emu::acc_read(emu::P_L0A, fm.addr_, a_bytes);
+  emu::acc_read(emu::P_L0B, filter.addr_, b_bytes);
+  emu::acc_read(emu::P_L0A_MX, amx, (uint64_t)M1 * K2 * 32);
+  emu::acc_read(emu::P_L0B_MX, bmx, (uint64_t)N1 * K2 * 32);
+  if (!p.cmatrixInitVal) emu::acc_read(emu::P_L0C, dst.addr_, c_elems * sizeof(T));
+  emu::acc_write(emu::P_L0C, dst.addr_, c_elems * sizeof(T));
+  const uint8_t* sa = emu::cur().base(emu::P_L0A_MX, what) + amx;
+  const uint8_t* sb = emu::cur().base(emu::P_L0B_MX, what) + bmx;
+  const uint32_t MP = M1 * 16, NP = N1 * 16, KP = p.k;
+  std::vector<double> A((size_t)MP * KP), B((size_t)KP * NP);
+  const U* a = fm.ptr();
+  const S* b = filter.ptr();
+  for (uint32_t mm = 0; mm < MP; ++mm)
+    for (uint32_t kk = 0; kk < KP; ++kk) {
+      uint32_t kb = kk / pa;  // byte column
+      uint64_t byte = ((uint64_t)(kb / 32) * M1 + mm / 16) * 512 + (mm % 16) * 32 + kb % 32;  // Nz
+      double s = emu_detail::e8m0(sa[((uint64_t)(mm / 16) * K2 + kk / 64) * 32 + (mm % 16) * 2 + (kk / 32) % 2]);
+      A[(size_t)mm * KP + kk] = emu_detail::mx_elem(a, byte, kk % pa) * s;
+    }
+  for (uint32_t kk = 0; kk < KP; ++kk)
+    for (uint32_t nn = 0; nn < NP; ++nn) {
+      uint32_t kb = kk / pb;
+      uint64_t byte = ((uint64_t)(kb / 32) * N1 + nn / 16) * 512 + (nn % 16) * 32 + kb % 32;  // Zn
+      double s = emu_detail::e8m0(sb[((uint64_t)(nn / 16) * K2 + kk / 64) * 32 + (nn % 16) * 2 + (kk / 32) % 2]);
+      B[(size_t)kk * NP + nn] = emu_detail::mx_elem(b, byte, kk % pb) * s;
+    }
+  T* c = dst.ptr();
+  for (uint32_t mm = 0; mm < MP; ++mm)
+    for (uint32_t nn = 0; nn < NP; ++nn) {
+      double acc = 0;
+      for (uint32_t kk = 0; kk < KP; ++kk) acc += A[(size_t)mm * KP + kk] * B[(size_t)kk * NP + nn];
+      uint64_t ci = (uint64_t)(nn / 16) * M1 * 256 + (uint64_t)mm * 16 + nn % 16;  // Nz
+      if (p.cmatrixInitVal) c[ci] = (T)acc;
+      else c[ci] = (T)((double)c[ci] + acc);
+    }
+}
+#endif
 
 // ---------------------------------------------------------------- L0C -> GM (FIX)
 namespace emu_detail {
