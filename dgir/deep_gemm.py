@@ -176,9 +176,9 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 
 
 @functools.lru_cache(maxsize=4096)
-def _config(op: str, m: int, n: int, k: int):
+def _config(op: str, m: int, n: int, k: int, num_sms: int):
     from .ops import get_operator
-    return get_operator(op).choose_config(m=m, n=n, k=k)
+    return get_operator(op).choose_config(m=m, n=n, k=k, num_sms=num_sms)
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,
@@ -187,7 +187,11 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
 
     Warm calls cost one dict look-up: the key is (op, config, device, variant)."""
     dev = device.index if isinstance(device, torch.device) and device.index is not None else torch.device(device).index
-    cfg = config or _config(op, m, n, k)
+    if dev is None:
+        dev = torch.cuda.current_device()
+    from .runtime.device import properties
+    props = properties(dev)
+    cfg = config or _config(op, m, n, k, props.sms)
     key = (op, cfg, dev, variant)
     kern = _kernels.get(key)
     if kern is None:
@@ -198,6 +202,9 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
             kern = _kernels.get(key)
             if kern is None:
                 res = _compile_cached(op, cfg, m, n, k, passes, sass_interleave)
+                if res.ir.get("smem_bytes") > props.smem_optin:
+                    raise RuntimeError(f"{op}: kernel {res.name} needs {res.ir.get('smem_bytes')} B of shared memory, "
+                                       f"{props.name} allows {props.smem_optin} B per block")
                 if env().print_configs or env().jit_debug:
                     print(f"dgir: {op} m={m} n={n} k={k} -> {cfg}")
                 from .runtime import driver

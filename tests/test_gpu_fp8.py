@@ -134,3 +134,10 @@ def test_not_sm90_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
     with pytest.raises(RuntimeError, match="sm_90a"):
         deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), torch.empty(64, 256, dtype=torch.bfloat16, device="cuda"))
+
+
+def test_device_properties_of_the_h200():
+    from dgir.runtime.device import properties
+    p = properties(0)
+    assert p.capability == (9, 0) and p.sms == torch.cuda.get_device_properties(0).multi_processor_count
+    assert p.smem_optin == 232448

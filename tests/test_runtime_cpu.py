@@ -366,3 +366,16 @@ def test_gpu_sass_patched_kernel_runs():
         v = torch.addcmul(v, xs[i * 1024: i * 1024 + 32], s0)
         v = v + s0 * s1
         assert torch.allclose(results[0][i * 1024: i * 1024 + 32], v, rtol=1e-5, atol=1e-5)
+
+
+def test_device_properties_come_from_cuda_bindings():
+    """runtime.device asks the driver through cuda-bindings; without a GPU that is a clear error."""
+    import torch
+    from dgir.runtime import device
+    if torch.cuda.is_available():
+        p = device.properties(0)
+        assert p.sms > 0 and p.smem_optin >= 48 * 1024 and len(p.capability) == 2
+    else:
+        device.properties.cache_clear()
+        with pytest.raises(RuntimeError, match="cannot query CUDA device 0 through cuda-bindings"):
+            device.properties(0)
