@@ -32,13 +32,18 @@ def _describe(t) -> str:
 
 
 def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
-    """[M, KB] f32 scales -> the same values stored MN-major with M padded to 4 (16 bytes)."""
+    """[M, KB] f32 scales -> the same values stored MN-major with M padded to 4 (16 bytes).
+    On the GPU the copy is dgir's LLVM-built transpose kernel; on the CPU, torch."""
     m, kb = sf.shape
     m4 = ceil_div(m, 4) * 4
     if sf.stride(0) == 1 and sf.stride(1) == m4:
         return sf
     buf = torch.empty((kb, m4), dtype=torch.float32, device=sf.device)
-    buf[:, :m].copy_(sf.t())
+    if sf.is_cuda and sf.dtype == torch.float32 and m and kb:
+        from .runtime.utility_kernels import sfa_to_mn_major
+        sfa_to_mn_major(sf, buf, _raw_stream(sf.device.index))
+    else:
+        buf[:, :m].copy_(sf.t())
     return buf[:, :m].t()
 
 
@@ -138,8 +143,12 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         sfb_storage = sfb
     else:   # e.g. contiguous-transposed, which DeepGEMM also accepts
         sfb_storage = sfb_staging = torch.empty(sfb.shape, dtype=torch.float32, device=device)
+    transpose = None
+    if sfa_staging is not None:   # an LLVM-built SIMT kernel (runtime/utility_kernels.py)
+        from .runtime.utility_kernels import sfa_to_mn_major_plan
+        transpose = sfa_to_mn_major_plan(sfa, sfa_staging)
     plan = (kernel.plan({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}, M),
-            sfa_staging, sfb_staging, device.index)
+            transpose, sfb_staging, device.index)
     if key is not None:
         if len(_plans) > 4096:
             _plans.clear()
@@ -148,12 +157,13 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
 
 
 def _run(plan, sfa, sfb) -> None:
-    launch, sfa_staging, sfb_staging, index = plan
-    if sfa_staging is not None:
-        sfa_staging.copy_(sfa.t())
+    launch, transpose, sfb_staging, index = plan
+    stream = _raw_stream(index)
+    if transpose is not None:
+        transpose(stream)
     if sfb_staging is not None:
         sfb_staging.copy_(sfb)
-    launch(_raw_stream(index))
+    launch(stream)
 
 
 def _raw_stream(index: int) -> int:

@@ -141,3 +141,24 @@ def test_device_properties_of_the_h200():
     p = properties(0)
     assert p.capability == (9, 0) and p.sms == torch.cuda.get_device_properties(0).multi_processor_count
     assert p.smem_optin == 232448
+
+
+@pytest.mark.parametrize("layout", ["row_major", "transposed_view", "strided"])
+def test_sfa_in_any_layout(layout):
+    """SFA in other layouts is brought into the kernel's by the LLVM-built transpose kernel."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    m, n, k = 300, 2112, 7168
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), 11)
+    if layout == "transposed_view":
+        sfa = sfa.t().contiguous().t()           # MN-major but not TMA-aligned (300 is, so pad differently)
+        sfa = torch.empty(sfa.shape[1], m + 3, device="cuda")[:, :m].t().copy_(sfa)
+    elif layout == "strided":
+        sfa = torch.empty(m, 2 * sfa.shape[1], device="cuda")[:, ::2].copy_(sfa)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)       # the warm (planned) path too
+    torch.cuda.synchronize()
+    assert torch.isfinite(d).all() and calc_diff(d.double(), ref) < 1e-3
+    t = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    assert torch.equal(t, sfa) and t.stride() == (1, (m + 3) // 4 * 4)

@@ -379,3 +379,15 @@ def test_device_properties_come_from_cuda_bindings():
         device.properties.cache_clear()
         with pytest.raises(RuntimeError, match="cannot query CUDA device 0 through cuda-bindings"):
             device.properties(0)
+
+
+def test_sfa_transpose_kernel_is_built_by_llvm_nvptx():
+    """The SIMT layout kernel: LLVM IR from llvmlite, PTX from LLVM's NVPTX backend, cubin from ptxas."""
+    from dgir import toolchain
+    from dgir.runtime import utility_kernels as uk
+    ir_text = uk.sfa_transpose_llvm_ir()
+    assert "ptx_kernel" in ir_text and "nvptx64-nvidia-cuda" in ir_text
+    ptx = uk.sfa_transpose_ptx()
+    assert ".target sm_90a" in ptx and ".visible .entry dgir_sfa_to_mn_major" in ptx
+    res = toolchain.assemble(ptx)
+    assert res.cubin[:4] == b"\x7fELF" and res.resources.spill_stores == 0
