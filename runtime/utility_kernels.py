@@ -30,7 +30,7 @@ def sfa_transpose_llvm_ir() -> str:
     mod.triple, mod.data_layout = TRIPLE, DATALAYOUT
     fnty = ir.FunctionType(ir.VoidType(), [fptr, fptr, i32, i32, i64, i64, i32])
     fn = ir.Function(mod, fnty, name="dgir_sfa_to_mn_major")
-    fn.calling_convention = "ptx_kernel"             # a kernel entry (LLVM >= 20 spelling)
+    # kernel entry: nvvm.annotations below (LLVM >= 20 upgrades it to the ptx_kernel convention)
     src, dst, M, KB, s0, s1, dstride = fn.args
     for a, nm in zip(fn.args, ("src", "dst", "m", "kb", "s0", "s1", "dst_stride")):
         a.name = nm
