@@ -303,6 +303,8 @@ def test_allocate_smem(cfg):
 def test_allocate_smem_places_buffers_added_by_earlier_passes():
     k = stage(DEFAULT, "allocate_smem")
     assert all(n.get("offset") is not None for n in k.body if n.op is Op.SMEM)
-    # the first swizzled ring starts at 0; the d_tile staging buffer follows the rings
+    # the first swizzled ring starts at 0; the (128B-swizzled) d_tile staging buffer is 1024-aligned
+    # and placed with the other swizzled buffers, before the unswizzled scale ring
     assert k.decl("a_ring").get("offset") == 0
-    assert k.decl("d_tile").get("offset") >= k.decl("sfa_ring").get("offset")
+    assert k.decl("d_tile").get("swizzle") == 128 and k.decl("d_tile").get("offset") % 1024 == 0
+    assert k.decl("d_tile").get("offset") < k.decl("sfa_ring").get("offset")

@@ -209,7 +209,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
     if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA
-        decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=(BN, 64), swizzle=0)
+        box, swz = ((64, 64), 128) if BN % 64 == 0 else ((BN, 64), 0)
+        decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=box, swizzle=swz)
     else:         # written by the reducing CTA with plain stores
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor")
     if SK > 1:
@@ -221,8 +222,11 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
     tma_epilogue = cfg.split_k == 1 and cfg.epilogue == "tma"
+    # with BLOCK_N a multiple of 64 the staging tile is stored in 128B-swizzled 64-column panels:
+    # the accumulator layout then writes it without bank conflicts, and TMA un-swizzles on the way out
+    swizzled_d = BN % 64 == 0
     if tma_epilogue:
-        decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)))
+        decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs)

@@ -441,8 +441,26 @@ def _stage_out(self: Emitter, n: Node) -> None:
     d_tile, acc = n.args
     b = self.b
     A = self.tile(acc)
-    BN = self.decls[d_tile].type.shape[1]
+    BM, BN = self.decls[d_tile].type.shape
     base = self.smem_addr(d_tile)
+    if self.decls[d_tile].get("swizzle") == 128:
+        # 64-column panels of BM rows x 128 B; 16-byte chunk c of row r sits at chunk c ^ (r % 8)
+        row, x, rb = b.reg(), b.reg(), b.reg()
+        b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
+        b(f"and.b32 {x}, {self.row0}, 7;")
+        b(f"mad.lo.u32 {rb}, {row}, 128, {base};")
+        b(f"mad.lo.u32 {rb}, {self.col0}, 2, {rb};")
+        for j in range(len(A) // 4):
+            lo, hi, ch, addr = b.reg(), b.reg(), b.reg(), b.reg()
+            b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * j + 1]}, {A[4 * j]};")
+            b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * j + 3]}, {A[4 * j + 2]};")
+            b(f"xor.b32 {ch}, {x}, {j % 8};")
+            b(f"shl.b32 {ch}, {ch}, 4;")
+            b(f"add.u32 {addr}, {rb}, {ch};")
+            panel = (j // 8) * BM * 128
+            b(f"st.shared.b32 [{addr}+{panel}], {lo};")
+            b(f"st.shared.b32 [{addr}+{panel + 8 * 128}], {hi};   // row + 8: same swizzle phase")
+        return
     row = b.reg()
     b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
     addr = b.reg()
@@ -481,7 +499,16 @@ def _tma_store(self: Emitter, n: Node) -> None:
     b(f"setp.ge.u32 {p}, {row}, {M};                // this warpgroup's rows lie past M")
     b(f"@{p} bra {skip};")
     tm = self.tmap(param)
-    b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{self.val(c0)}, {row}}}], [{src}];")
+    if self.decls[d_tile].get("swizzle") == 128:     # one store per 64-column panel
+        BM = self.decls[d_tile].type.shape[0]
+        src = self.smem_addr(d_tile)
+        b(f"mad.lo.u32 {src}, {sl}, {64 * 128}, {src};")
+        for c in range(BN // 64):
+            col = b.reg()
+            b(f"add.u32 {col}, {self.val(c0)}, {64 * c};")
+            b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{col}, {row}}}], [{src}+{c * BM * 128}];")
+    else:
+        b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{self.val(c0)}, {row}}}], [{src}];")
     b("cp.async.bulk.commit_group;")
     b.put_label(skip)
 
