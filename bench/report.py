@@ -121,7 +121,7 @@ about 1.3e-6).  This section, the table and the plot: `python bench/report.py --
 {foot[0] if foot else ''}
 
 Pass ablations in the same run (TFLOPS): `prefetch_tma_descriptors` off {t('no_prefetch', *big):.0f} vs
-{t('default', *big):.0f} on at {big[0]}x{big[1]}x{big[2]} (no measurable effect); `interleave_ffma` off
+{t('default', *big):.0f} on at {big[0]}x{big[1]}x{big[2]} (no effect beyond the ~4% spread between runs of the same kernel); `interleave_ffma` off
 {t('no_interleave', *mid):.0f} vs {t('default', *mid):.0f} on at {mid[0]}x{mid[1]}x{mid[2]} (BLOCK_M 256 tiles share one partial across
 their two waves and skip the pass); the SASS-level FFMA yield/reuse patch (`DGIR_SASS_INTERLEAVE=1`)
 {t('sass_interleave', *big):.0f} and {t('sass_interleave', *mid):.0f} on the same two shapes (within noise).  `promote_scales` costs
