@@ -13,7 +13,7 @@ from .env import env
 from .ir import Node
 from .ops import OpError, get_operator
 from .parser import parse_header, parse_ir
-from .pipeline import PassEvent, identity, pipeline, run_pipeline
+from .pipeline import identity, pipeline, run_pipeline
 from .printer import print_ir
 
 

@@ -12,7 +12,7 @@ lowering passes and emitters read it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping
 
 FORMAT_VERSION = 1

@@ -1,7 +1,7 @@
 """promote_scales: block-scaled MMA -> tensor-core MMA into a fresh partial + FP32 promotion."""
 from __future__ import annotations
 
-from dgir.ir import DType, Node, Op, Type
+from dgir.ir import Node, Op, Type
 
 from . import Pass
 

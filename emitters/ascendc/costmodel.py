@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 MODEL_LABEL = "MODEL (ascendc costmodel; not measured, see ascendc.md §4.3)"
 

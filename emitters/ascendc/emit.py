@@ -238,7 +238,7 @@ def _mmad(n: Node, c: _Ctx):
         c.out(f"MmadParams mmad_params({c.v(m)}, {c.v(nn)}, {c.v(k)}, 0, false, {init_s});")
         c.out("mmad_params.disableGemv = true;   // m == 1 keeps the Nz L0A layout (no GEMV mode)")
     else:
-        c.out(f"// m == 1 would switch to GEMV mode (ND L0A); compute a full 16-row fractal instead")
+        c.out("// m == 1 would switch to GEMV mode (ND L0A); compute a full 16-row fractal instead")
         c.out(f"MmadParams mmad_params({c.v(m)} == 1 ? 16 : {c.v(m)}, {c.v(nn)}, {c.v(k)}, 0, false, {init_s});")
     c.out(f"Mmad({_ident(acc)}, {_ident(a)}, {_ident(b)}, mmad_params);")
     c.out(f"if (CeilDiv({c.v(m)}, 16) * CeilDiv({c.v(nn)}, 16) < 10) PipeBarrier<PIPE_M>();   "
