@@ -966,7 +966,10 @@ class _Machine:
         t.groups.append(_Group(n, acc_name, a_ring, b_ring, key, slot, base))
         t.inflight[acc_name] = t.inflight.get(acc_name, 0) + 1
         t.holds[key] = t.holds.get(key, 0) + 1
-        _poison(acc)
+        if base != "chain":
+            # the tile is undefined until retired; a chained group must keep the value its
+            # predecessor will retire into it (no op may read it meanwhile: RaceError)
+            _poison(acc)
 
     def _wgmma_wait(self, t: _Task, n: Node):
         pending = n.get("pending", 0)

@@ -54,3 +54,37 @@ def test_split_k_is_deterministic_across_schedules_and_grids():
     outs = [run_kernel(kern, {k: v.clone() for k, v in ins.items()}, grid=g, seed=s)["D"]
             for g, s in ((1, 0), (3, 1), (8, 2), (24, 5))]
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs)
+
+
+def test_chained_wgmma_keeps_the_value_its_predecessor_retires():
+    """Accumulating wgmmas (scale_d=1) issued back to back, retired one at a time: the second must
+    add onto the first's result (the interpreter once poisoned it at the third issue)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from ablations import ScaleAtEnd, pipeline_with
+    from dgir.passes.interleave_ffma import InterleaveFfma
+    from dgir.passes.schedule_mma import ScheduleMma
+
+    class ForcePipeline(InterleaveFfma):
+        """interleave_ffma without its skip for accumulating loops (to pipeline a wgmma chain)."""
+        def pipeline(self, loop, budget, regs, new_decls):
+            body = [c.with_attrs(scale_d=0) if c.op.value == "wgmma" else c for c in loop.body]
+            out = super().pipeline(loop.with_body(body), budget, regs, new_decls)
+            def restore(n):
+                if n.op.value == "wgmma":
+                    return n.with_attrs(scale_d=1)
+                return n.with_body([restore(c) for c in n.body]) if n.body else n
+            return [restore(n) for n in out]
+
+    cfg = Fp8GemmConfig(n=256, k=640, block_m=128, block_n=128, stages=3, num_sms=4)
+    ins = fp8_gemm_inputs(300, 256, 640, seed=3)
+    ins["SFA"][:] = ins["SFA"][:1].clone()          # scales constant along K: scale-at-end is exact
+    ins["SFB"][:] = ins["SFB"][:, :1].clone()
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    passes = [ForcePipeline() if p.name == "interleave_ffma" else p
+              for p in pipeline_with({"promote_scales": ScaleAtEnd()})]
+    k = run_pipeline(lower(cfg), passes, verify_each=True)
+    assert any(n.get("interleave", "").startswith("double_buffer") for n in k.walk())
+    out = run_kernel(k, ins)["D"]
+    assert torch.isfinite(out).all() and calc_diff(out.double(), ref) < 1e-5
