@@ -9,6 +9,14 @@ from dgir.ir import DType, Node, Op, Type
 from dgir.passes import Pass
 
 
+def accumulating_wgmma(n: Node) -> list[Node]:
+    """mma_scaled -> wgmma onto the accumulator (scale_d=1) + wait: no per-block scales."""
+    acc, a, b, ctr = n.args[:4]
+    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma", "wave": n.get("wave")}
+    return [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {k: v for k, v in attrs.items() if v is not None}),
+            Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
+
+
 class CeilingNoPromotion(Pass):
     """Ablation, not a correct kernel: one FP32 tensor-core accumulator over all of K, unit scales.
     Each `mma_scaled` becomes `wgmma(acc, scale_d=1)` + `wgmma_wait 0`; the scale loads and the
@@ -24,10 +32,7 @@ class CeilingNoPromotion(Pass):
                 if n.op is Op.LOAD_SCALE:
                     continue
                 if n.op is Op.MMA_SCALED:
-                    acc, a, b, ctr = n.args[:4]
-                    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma", "wave": n.get("wave")}
-                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {k: v for k, v in attrs.items() if v is not None}),
-                            Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
+                    out += accumulating_wgmma(n)
                     continue
                 out.append(n)
             return out
@@ -57,10 +62,7 @@ class ScaleAtEnd(Pass):
                 if n.body:
                     n = n.with_body(rewrite(n.body))
                 if n.op is Op.MMA_SCALED:
-                    acc, a, b, ctr = n.args[:4]
-                    attrs = {"n": n.get("n"), "k": n.get("k"), "scale_d": 1, "role": "mma", "wave": n.get("wave")}
-                    out += [Node(Op.WGMMA, "", (acc, a, b, ctr), None, {k: v for k, v in attrs.items() if v is not None}),
-                            Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
+                    out += accumulating_wgmma(n)
                     continue
                 out.append(n)
             return out

@@ -603,14 +603,11 @@ def _store_direct(self: Emitter, n: Node) -> None:
     _for_each_pair(self, n, 2 * len(A), store)
 
 
-def _split_arrive(self: Emitter, n: Node) -> None:
+def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
+    """(address of the tile's arrival counter, label after the block) - only CTA thread 0 goes on."""
     locks, tile = n.args
     b = self.b
-    S = n.get("splits")
-    flag = self.smem_addr(n.get("flag"))
-    nthreads = 128 * self.n_wgs
-    b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
-    skip = b.label("split_arrive_done")
+    skip = b.label(label)
     lead = b.reg("pred")
     b(f"setp.ne.u32 {lead}, {self.tid}, 0;")
     b(f"@{lead} bra {skip};")
@@ -618,6 +615,16 @@ def _split_arrive(self: Emitter, n: Node) -> None:
     off = b.reg("b64")
     b(f"mul.wide.u32 {off}, {self.val(tile)}, 4;")
     b(f"add.s64 {ptr}, {ptr}, {off};")
+    return ptr, skip
+
+
+def _split_arrive(self: Emitter, n: Node) -> None:
+    b = self.b
+    S = n.get("splits")
+    flag = self.smem_addr(n.get("flag"))
+    nthreads = 128 * self.n_wgs
+    b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
+    ptr, skip = _counter_of_tile(self, n, "split_arrive_done")
     old, last = b.reg(), b.reg()
     b("fence.acq_rel.gpu;                      // publish the CTA's partials before counting in")
     b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
@@ -681,18 +688,9 @@ def _split_reduce(self: Emitter, n: Node) -> None:
 
 
 def _split_reset(self: Emitter, n: Node) -> None:
-    locks, tile = n.args
-    b = self.b
-    skip = b.label("split_reset_done")
-    lead = b.reg("pred")
-    b(f"setp.ne.u32 {lead}, {self.tid}, 0;")
-    b(f"@{lead} bra {skip};")
-    ptr = _global_ptr(self, locks)
-    off = b.reg("b64")
-    b(f"mul.wide.u32 {off}, {self.val(tile)}, 4;")
-    b(f"add.s64 {ptr}, {ptr}, {off};")
-    b(f"st.relaxed.gpu.global.u32 [{ptr}], 0;       // ready for the next launch")
-    b.put_label(skip)
+    ptr, skip = _counter_of_tile(self, n, "split_reset_done")
+    self.b(f"st.relaxed.gpu.global.u32 [{ptr}], 0;       // ready for the next launch")
+    self.b.put_label(skip)
 
 
 EMIT = {op: _scalar for op in SCALAR_OPS}
