@@ -36,18 +36,22 @@ class LoadedKernel:
         self._maps: dict = {}
         self._lock = threading.Lock()
 
-    def tensor_map(self, name: str, t, rows: int):
+    def tensor_map(self, name: str, t, rows: int, m: int | None = None):
         """2-D map over a row-major tensor (innermost dim first), box from the param's attrs.
 
         Maps depend only on the address, shape and strides: cache them per call signature, so a
         warm call costs a dictionary look-up rather than a driver call."""
         p = self.decls[name]
-        key = (name, t.data_ptr(), tuple(t.shape), tuple(t.stride()))
+        box = list(p.get("box"))
+        if p.get("fit_m") is not None and m is not None:   # the kernel's expect_tx uses the same rule
+            axis, a = p.get("fit_m")
+            box[axis] = min(box[axis], -(-m // a) * a)
+        key = (name, t.data_ptr(), tuple(t.shape), tuple(t.stride()), tuple(box))
         tm = self._maps.get(key)
         if tm is None:
             esize = t.element_size()
             tm = driver.encode_tensor_map(TMA_DTYPE[p.type.dtype], 2, t.data_ptr(), [t.shape[1], rows],
-                                          [t.stride(0) * esize], list(p.get("box")), SWIZZLE[p.get("swizzle", 0)])
+                                          [t.stride(0) * esize], box, SWIZZLE[p.get("swizzle", 0)])
             with self._lock:
                 if len(self._maps) > 256:
                     self._maps.clear()
@@ -89,7 +93,7 @@ class LoadedKernel:
         for ptx_name, kind, name in self.params:
             if kind == "tmap":
                 t = tensors[name]
-                args.append(self.tensor_map(name, t, t.shape[0]))
+                args.append(self.tensor_map(name, t, t.shape[0], m))
             elif kind == "ptr":
                 args.append(ctypes.c_uint64(tensors[name].data_ptr()))
             else:

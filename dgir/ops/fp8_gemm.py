@@ -203,9 +203,14 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     check_config(cfg)
     BM, BN, S, nkb = cfg.block_m, cfg.block_n, cfg.stages, cfg.k_blocks
     decl = Builder()
-    decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128)
+    # fit_m=(box axis, alignment): when M < BLOCK_M the box shrinks to align(M, alignment) there, so the
+    # TMA does not zero-fill rows past M (measured: mostly out-of-bounds boxes are slow); the kernel's
+    # expect_tx follows.  Smem rows past the box keep stale data that only feeds output rows >= M.
+    decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128,
+              fit_m=(1, 8))
     decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
-    decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0)
+    decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
+              fit_m=(0, 4))
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
     if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA

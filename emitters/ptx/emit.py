@@ -39,6 +39,8 @@ class Emitter:
         self.decls = {n.name: n for n in kernel.body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)}
         self.env: dict[str, str] = {}          # SSA name -> register
         self.tiles: dict[str, list[str]] = {}  # register tile -> f32 registers of this thread
+        # which param each ring is filled from (for the stage's expect_tx byte count)
+        self.ring_param = {t.args[2]: t.args[3] for t in kernel.walk() if t.op is Op.TMA_LOAD}
 
     # --- helpers -------------------------------------------------------------------------------
     def val(self, a) -> str:
@@ -306,10 +308,34 @@ def _wait(self: Emitter, n: Node) -> None:
 
 
 def _commit(self: Emitter, n: Node) -> None:
+    """expect_tx = the bytes every TMA of the stage lands; a box that fits M (`fit_m`) is sized at run
+    time exactly as the host encodes it: min(box, align(M, a)) along that axis."""
+    b = self.b
     ch = self.decls[n.args[0]]
-    nbytes = sum(self.decls[r].type.nbytes for r in ch.args)
+    fixed, fitted = 0, []
+    for ring in ch.args:
+        param = self.decls.get(self.ring_param.get(ring, ""))
+        fit = param.get("fit_m") if param is not None else None
+        if fit is None:
+            fixed += self.decls[ring].type.nbytes
+        else:
+            axis, a = fit
+            box = param.get("box")
+            fitted.append((box[axis], a, box[1 - axis] * param.type.dtype.bits // 8))
     addr, _ = self.barrier(n.args[0], n.args[1], "full")
-    self.b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {nbytes};")
+    if not fitted:
+        b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {fixed};")
+        return
+    M, total = b.reg(), b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    b(f"mov.u32 {total}, {fixed};")
+    for box_len, a, unit in fitted:
+        r = b.reg()
+        b(f"add.u32 {r}, {M}, {a - 1};")
+        b(f"and.b32 {r}, {r}, {-a};")
+        b(f"min.u32 {r}, {r}, {box_len};")
+        b(f"mad.lo.u32 {total}, {r}, {unit}, {total};")
+    b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {total};")
 
 
 def _release(self: Emitter, n: Node) -> None:
