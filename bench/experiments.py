@@ -23,6 +23,7 @@ VARIANTS = {
     "default": lambda: None,
     "noint": lambda: pipeline_with(drop=("interleave_ffma", "schedule_mma")),
     "nopref": lambda: pipeline_with(drop=("prefetch_tma_descriptors",)),
+    "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
 }
@@ -39,7 +40,8 @@ def run_one(spec: str, device, spread=2.0):
     if kw:
         cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
                             stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
-                            split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"))
+                            split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
+                            cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),

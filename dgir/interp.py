@@ -7,8 +7,13 @@ equivalence on the CPU) and the reference the GPU tests compare with.
 
 Execution model
 ---------------
-* CTAs (``grid`` of them, default min(#tiles, kernel attr ``num_sms``)) run one after another; params
-  (global memory) are shared, shared memory and channels are fresh per CTA.
+* CTAs (``grid`` of them, default: the launcher's persistent grid) run one after another; params
+  (global memory) are shared, shared memory and channels are fresh per CTA.  A kernel with attr
+  ``cluster`` = C runs its CTAs in clusters of C consecutive block ids: the tasks of a cluster's CTAs
+  interleave in one scheduler, ``sreg`` cluster_rank / cluster_id / cluster_count are defined, a
+  ``tma_load [multicast=C]`` lands its box at rows part*box of the slot in every CTA of the cluster
+  (and counts on each CTA's full barrier), and a release on a channel with ``cluster`` = C arrives on
+  the empty barrier of every CTA of the cluster, which completes after consumers*C releases.
 * Inside a CTA every warpgroup id of every ``warpgroup [ids=[...]]`` region runs the region body as
   its own task (a Python generator) with private register tiles and scalars.  ``wg_local`` (the
   index of the id in ``ids``) selects the 64 rows of a BM-row tile that warpgroup owns.
@@ -20,7 +25,7 @@ Execution model
 Asynchrony and the checks (strict: a protocol breach raises ``RaceError`` at the op that breaches
 it, so a buggy schedule fails deterministically instead of only on unlucky seeds)
 ------------------------------------------------------------------------------------------------
-* Channel (one full + one empty barrier per slot; ``slot = ctr % stages``, ``round = ctr //
+* Channel (one full + one empty barrier per slot per CTA; ``slot = ctr % stages``, ``round = ctr //
   stages``, ``phase = round & 1``).  ``acquire`` blocks until the empty barrier completed ``round``
   phases (round 0 is free); ``tma_load`` needs a slot this task acquired and has not committed; it
   QUEUES the box copy, which lands at a random later step; ``commit`` arrives on full, and the slot
@@ -29,7 +34,10 @@ it, so a buggy schedule fails deterministically instead of only on unlucky seeds
   A read of a slot this task has not waited for (or already released) raises RaceError.  When all
   ``consumers`` warpgroups released a round, the slot is POISONED (NaN; 0x7f for e4m3) and free
   for the next round.  All rings start poisoned.  Acquiring/waiting on a round whose phase has
-  already passed (mbarrier parity aliasing) raises RaceError.
+  already passed (mbarrier parity aliasing) raises RaceError.  A multicast into a CTA whose slot has
+  not been released by every consumer of the cluster raises RaceError.  ``drain`` blocks until every
+  slot's empty barrier completed the phases of all fills before the given counter; a CTA whose
+  producer ends while a peer may still arrive on its barriers is what drain prevents.
 * ``wgmma`` is asynchronous: the destination tile is poisoned (NaN) and marked in flight; each
   wgmma is one commit group; ``wgmma_wait [pending=N]`` retires all but the newest N groups of the
   task, and only then the result lands.  Operands are read from the ring at RETIRE time (the
@@ -201,21 +209,25 @@ class _Channel:
     empty_done: list = field(default_factory=list)   # completed empty phases per slot
     committed: list = field(default_factory=list)    # commit arrived for the current fill
     pending: list = field(default_factory=list)      # queued copies not landed yet
+    landed: list = field(default_factory=list)       # elements landed in the current fill
+    expect: int = 0       # elements one fill lands (the full barrier's expect_tx): every loaded ring's slot
     releasers: list = field(default_factory=list)    # tasks that released the current round
 
     def __post_init__(self):
         S = self.stages
         self.full_done, self.empty_done = [0] * S, [0] * S
-        self.committed, self.pending = [False] * S, [0] * S
+        self.committed, self.pending, self.landed = [False] * S, [0] * S, [0] * S
         self.releasers = [set() for _ in range(S)]
 
 
 @dataclass
 class _Copy:
+    cta: "_Cta"          # destination CTA
     chan: _Channel
     slot: int
     ring: str
     data: torch.Tensor
+    rows: slice | None = None   # the slot rows a multicast part fills (None: the whole slot)
 
 
 @dataclass
@@ -233,6 +245,7 @@ class _Group:
 @dataclass
 class _Task:
     tid: int
+    cta: "_Cta"
     region: int
     wg_id: int
     wg_local: int
@@ -262,11 +275,14 @@ class _Task:
 
 
 class _Cta:
-    def __init__(self, block_id: int):
+    def __init__(self, block_id: int, cluster: list):
         self.block_id = block_id
+        self.cluster = cluster                       # the CTAs of its cluster, in rank order (incl. itself)
+        self.rank = len(cluster)
+        cluster.append(self)
         self.smem: dict[str, torch.Tensor] = {}
         self.chans: dict[str, _Channel] = {}
-        self.copies: list[_Copy] = []
+        self.exited = False                          # every task of the CTA has ended
         self.sync_arrivals: dict[tuple, int] = {}   # (region, k) -> arrivals
         self.split_results: dict[tuple, int] = {}   # (region, k) -> "this CTA reduces" of arrive k
 
@@ -317,12 +333,20 @@ class _Machine:
         read |= {n.args[0] for n in kernel.walk() if n.op in (Op.LOAD_SCALE, Op.DIM) and n.args}
         self.outputs = sorted(stored | (set(self.params) - read))
         self._bind(inputs)
+        self.cluster = kernel.get("cluster") or 1
+        # a fill is complete when the commit arrived and every ring the channel's loads write is whole
+        loaded = {(n.args[0], n.args[2]) for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 2}
+        self.fill_elems: dict[str, int] = {}
+        for ch, ring in loaded:
+            if ring in self.smem and self.smem[ring].type is not None:
+                self.fill_elems[ch] = self.fill_elems.get(ch, 0) + self.smem[ring].type.numel
         self.grid = self._grid() if grid is None else grid
-        if not isinstance(self.grid, int) or self.grid < 1:
-            raise InterpError(f"grid must be a positive int, got {self.grid!r}")
+        if not isinstance(self.grid, int) or self.grid < 1 or self.grid % self.cluster:
+            raise InterpError(f"grid must be a positive int (a multiple of the cluster size {self.cluster}), "
+                              f"got {self.grid!r}")
         self.handlers = {
             Op.ACQUIRE: self._acquire, Op.COMMIT: self._commit, Op.WAIT: self._wait,
-            Op.RELEASE: self._release, Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
+            Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
             Op.TMA_STORE: self._tma_store, Op.TMA_STORE_WAIT: self._tma_store_wait,
             Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
@@ -394,17 +418,15 @@ class _Machine:
 
     def _grid(self) -> int:
         k = self.kernel
-        sms = k.get("num_sms", 1)
-        bm, bn, n = k.get("block_m"), k.get("block_n"), k.get("n")
-        if bm and bn and n and "M" in self.syms:
-            tiles = _ceil_div(self.syms["M"], bm) * _ceil_div(n, bn)
-            return max(1, min(tiles, sms))
-        return max(1, sms)
+        if k.get("block_m") and k.get("block_n") and k.get("n") and "M" in self.syms:
+            from .ops.fp8_gemm import kernel_grid
+            return kernel_grid(dict(k.attrs), self.syms["M"])
+        return max(1, k.get("num_sms", 1))
 
     # --- driver ---------------------------------------------------------------------------------
     def run(self) -> dict[str, torch.Tensor]:
-        for b in range(self.grid):
-            self._run_cta(b)
+        for b in range(0, self.grid, self.cluster):
+            self._run_cluster(range(b, b + self.cluster))
         return {name: self.tensors[name] for name in self.outputs}
 
     def _tick(self):
@@ -412,42 +434,51 @@ class _Machine:
         if self.steps > self.max_steps:
             raise InterpError(f"max_steps={self.max_steps} exceeded (livelock or a very large problem)")
 
-    def _run_cta(self, block_id: int) -> None:
-        cta = self.cta = _Cta(block_id)
-        for name, d in self.smem.items():
-            if d.type is None or any(not isinstance(x, int) for x in d.type.shape):
-                raise InterpError(f"smem %{name} needs a static type, got {d.type}")
-            t = torch.empty((d.get("stages", 1),) + tuple(d.type.shape), dtype=TORCH_DTYPE[d.type.dtype])
-            _poison(t)
-            cta.smem[name] = t
-        for name, d in self.chans.items():
-            cta.chans[name] = _Channel(name, d.args, d.get("stages", 1), d.get("consumers", 1))
+    def _run_cluster(self, block_ids) -> None:
+        """Run the CTAs of one cluster (one CTA without clusters) to completion, interleaved."""
+        cluster: list[_Cta] = []
+        self.copies: list[_Copy] = []      # queued TMA copies of the cluster, landing in random order
         tasks = []
-        for ri, region in enumerate(self.regions):
-            ids = region.get("ids", ())
-            if not ids:
-                raise InterpError("warpgroup region without ids")
-            for li, wid in enumerate(ids):
-                t = _Task(len(tasks), ri, wid, li, tuple(region.get("roles", ())), n_wgs=len(ids))
-                for rn, rd in self.regs.items():
-                    if rd.type is None or any(not isinstance(x, int) for x in rd.type.shape):
-                        raise InterpError(f"regs %{rn} needs a static type, got {rd.type}")
-                    rt = torch.empty(tuple(rd.type.shape), dtype=TORCH_DTYPE[rd.type.dtype])
-                    _poison(rt)
-                    t.regs[rn] = rt
-                t.gen = self._task_main(t, region.body)
-                tasks.append(t)
+        for block_id in block_ids:
+            cta = _Cta(block_id, cluster)
+            for name, d in self.smem.items():
+                if d.type is None or any(not isinstance(x, int) for x in d.type.shape):
+                    raise InterpError(f"smem %{name} needs a static type, got {d.type}")
+                t = torch.empty((d.get("stages", 1),) + tuple(d.type.shape), dtype=TORCH_DTYPE[d.type.dtype])
+                _poison(t)
+                cta.smem[name] = t
+            for name, d in self.chans.items():
+                cta.chans[name] = _Channel(name, d.args, d.get("stages", 1),
+                                           d.get("consumers", 1) * (d.get("cluster") or 1),
+                                           expect=self.fill_elems.get(name, 0))
+                if (d.get("cluster") or 1) not in (1, self.cluster):
+                    raise InterpError(f"channel %{name} spans {d.get('cluster')} CTAs, the kernel's clusters "
+                                      f"have {self.cluster}")
+            for ri, region in enumerate(self.regions):
+                ids = region.get("ids", ())
+                if not ids:
+                    raise InterpError("warpgroup region without ids")
+                for li, wid in enumerate(ids):
+                    t = _Task(len(tasks), cta, ri, wid, li, tuple(region.get("roles", ())), n_wgs=len(ids))
+                    for rn, rd in self.regs.items():
+                        if rd.type is None or any(not isinstance(x, int) for x in rd.type.shape):
+                            raise InterpError(f"regs %{rn} needs a static type, got {rd.type}")
+                        rt = torch.empty(tuple(rd.type.shape), dtype=TORCH_DTYPE[rd.type.dtype])
+                        _poison(rt)
+                        t.regs[rn] = rt
+                    t.gen = self._task_main(t, region.body)
+                    tasks.append(t)
         alive = list(tasks)
         rng = self.rng
         while alive:
             self._tick()
             runnable = [t for t in alive if t.blocker is None or t.blocker.ready()]
-            n = len(runnable) + (1 if cta.copies else 0)
+            n = len(runnable) + (1 if self.copies else 0)
             if n == 0:
                 self._deadlock(alive)
             i = rng.randrange(n)
             if i == len(runnable):
-                self._land(cta.copies.pop(rng.randrange(len(cta.copies))))
+                self._land(self.copies.pop(rng.randrange(len(self.copies))))
                 continue
             t = runnable[i]
             try:
@@ -455,21 +486,25 @@ class _Machine:
             except StopIteration:
                 t.done = True
                 alive.remove(t)
+                if not any(x.cta is t.cta for x in alive):
+                    t.cta.exited = True
             except DeadlockError:
                 raise
             except Exception as e:
-                where = f"CTA {block_id}, {t.label()}"
+                where = f"CTA {t.cta.block_id}, {t.label()}"
                 where += f", at `{print_node(t.cur).strip()}`" if t.cur is not None else ", at the end of the task"
                 if isinstance(e, InterpError):
                     raise type(e)(f"{where}: {e}") from None
                 raise InterpError(f"{where}: {type(e).__name__}: {e}") from e
-        while cta.copies:              # loads issued but never committed: harmless, drain them
-            self._land(cta.copies.pop())
+        while self.copies:              # loads issued but never committed: harmless, drain them
+            self._land(self.copies.pop())
 
     def _deadlock(self, alive) -> None:
-        lines = [f"deadlock in CTA {self.cta.block_id}: every live task is blocked"]
+        ids = sorted({t.cta.block_id for t in alive})
+        lines = [f"deadlock in CTA {ids[0] if len(ids) == 1 else ids}: every live task is blocked"]
         for t in alive:
-            lines.append(f"  {t.label()} blocked at `{print_node(t.cur).strip()}`: {t.blocker.describe()}")
+            where = f"CTA {t.cta.block_id} " if self.cluster > 1 else ""
+            lines.append(f"  {where}{t.label()} blocked at `{print_node(t.cur).strip()}`: {t.blocker.describe()}")
         raise DeadlockError("\n".join(lines))
 
     # --- task body ------------------------------------------------------------------------------
@@ -541,9 +576,15 @@ class _Machine:
         if op is Op.SREG:
             which = n.get("which")
             if which == "block_id":
-                return self.cta.block_id
+                return t.cta.block_id
             if which == "grid_size":
                 return self.grid
+            if which == "cluster_rank":
+                return t.cta.rank
+            if which == "cluster_id":
+                return t.cta.block_id // self.cluster
+            if which == "cluster_count":
+                return self.grid // self.cluster
             raise InterpError(f"unknown special register {which!r}")
         if op is Op.DIM:
             p = n.args[0]
@@ -612,7 +653,7 @@ class _Machine:
         return t.regs[name]
 
     def _slot_key(self, t: _Task, chan: str, ctr) -> tuple:
-        ch = self.cta.chans.get(chan)
+        ch = t.cta.chans.get(chan)
         if ch is None:
             raise InterpError(f"%{chan} is not a channel")
         c = self._int(t, ctr)
@@ -625,7 +666,7 @@ class _Machine:
         if ring not in self.smem:
             raise InterpError(f"%{ring} is not a shared-memory buffer")
         chan = self.ring_chan.get(ring)
-        buf = self.cta.smem[ring]
+        buf = t.cta.smem[ring]
         if chan is None:
             return buf[self._int(t, ctr) % buf.shape[0]]
         ch, slot, rnd = self._slot_key(t, chan, ctr)
@@ -693,6 +734,14 @@ class _Machine:
         if len(n.args) < 5:
             raise InterpError("tma_load needs (channel, counter, ring, param, coords...)")
         chan, ctr, ring, param, *coords = n.args
+        mc = n.get("multicast") or 1
+        part = None
+        if mc > 1:
+            if mc != self.cluster:
+                raise InterpError(f"tma_load multicast={mc} in a kernel with clusters of {self.cluster}")
+            part = self._int(t, coords.pop())
+            if not 0 <= part < mc:
+                raise InterpError(f"tma_load multicast part {part} is not in [0, {mc})")
         ch, slot, rnd = self._slot_key(t, chan, ctr)
         if ring not in ch.rings:
             raise InterpError(f"tma_load: ring %{ring} is not part of channel %{chan}")
@@ -702,7 +751,12 @@ class _Machine:
         if param not in self.tensors:
             raise InterpError(f"tma_load from unknown param %{param}")
         src = self.tensors[param]
-        slot_t = self.cta.smem[ring][slot]
+        slot_t = t.cta.smem[ring][slot]
+        rows = None
+        if mc > 1:
+            h = slot_t.shape[0] // mc
+            rows = slice(part * h, (part + 1) * h)
+            slot_t = slot_t[rows]
         if slot_t.dtype != src.dtype:
             raise InterpError(f"tma_load: ring %{ring} is {slot_t.dtype} but param %{param} is {src.dtype}")
         c = [self._int(t, x) for x in coords]
@@ -723,15 +777,35 @@ class _Machine:
             dst_sl.append(slice(lo - st, hi - st))
         if not empty:
             data[tuple(dst_sl)] = src[tuple(src_sl)]
-        ch.pending[slot] += 1
-        self.cta.copies.append(_Copy(ch, slot, ring, data.reshape(slot_t.shape)))
+        data = data.reshape(slot_t.shape)
+        dests = t.cta.cluster if mc > 1 else [t.cta]
+        for cta in dests:
+            dch = cta.chans[chan]
+            if dch.empty_done[slot] < rnd:
+                raise RaceError(f"multicast into CTA {cta.block_id} channel '{chan}' stage {slot} round {rnd}: "
+                                f"that CTA's consumers have not all released round {rnd - 1} "
+                                f"({dch.empty_done[slot]} empty phases completed)")
+            dch.pending[slot] += 1
+            self.copies.append(_Copy(cta, dch, slot, ring, data, rows))
 
     def _land(self, cp: _Copy) -> None:
-        self.cta.smem[cp.ring][cp.slot].copy_(cp.data)
+        if cp.cta.exited and self.cluster > 1:
+            raise RaceError(f"a multicast copy lands in CTA {cp.cta.block_id} after that CTA exited")
+        dst = cp.cta.smem[cp.ring][cp.slot]
+        (dst if cp.rows is None else dst[cp.rows]).copy_(cp.data)
         ch, s = cp.chan, cp.slot
         ch.pending[s] -= 1
-        if ch.committed[s] and ch.pending[s] == 0:
+        ch.landed[s] += cp.data.numel()
+        self._complete_fill(ch, s)
+
+    def _complete_fill(self, ch: _Channel, s: int) -> None:
+        """The full barrier's phase completes: commit arrived and the expected bytes landed."""
+        if ch.landed[s] > ch.expect:
+            raise RaceError(f"channel '{ch.name}' stage {s}: {ch.landed[s]} elements landed in one fill, "
+                            f"its barrier expects {ch.expect} (a copy of the next round landed early?)")
+        if ch.committed[s] and ch.landed[s] == ch.expect:
             ch.committed[s] = False
+            ch.landed[s] = 0
             ch.full_done[s] += 1
 
     def _commit(self, t: _Task, n: Node):
@@ -741,10 +815,8 @@ class _Machine:
             raise RaceError(f"commit of channel '{ch.name}' stage {slot} round {rnd} that this task has not "
                             f"acquired (or has already committed)")
         t.acquired.discard(key)
-        if ch.pending[slot] == 0:
-            ch.full_done[slot] += 1
-        else:
-            ch.committed[slot] = True
+        ch.committed[slot] = True
+        self._complete_fill(ch, slot)
 
     def _wait(self, t: _Task, n: Node):
         ch, slot, rnd = self._slot_key(t, n.args[0], n.args[1])
@@ -753,7 +825,8 @@ class _Machine:
                 s = (f"channel '{ch.name}' stage {slot} to be full for round {rnd} (phase {rnd & 1}); "
                      f"{ch.full_done[slot]} fills completed")
                 if ch.committed[slot]:
-                    s += f", committed with {ch.pending[slot]} copies in flight"
+                    s += (f", committed; {ch.landed[slot]}/{ch.expect} elements landed, "
+                          f"{ch.pending[slot]} copies in flight")
                 return s
             yield _Blocker(lambda: ch.full_done[slot] > rnd, describe)
         if ch.full_done[slot] != rnd + 1:
@@ -771,12 +844,40 @@ class _Machine:
             raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while {t.holds[key]} "
                             f"in-flight wgmma(s) still read it (wgmma_wait first)")
         t.waited.discard(key)
-        ch.releasers[slot].add(t.tid)
-        if len(ch.releasers[slot]) >= ch.consumers:
-            ch.releasers[slot].clear()
-            ch.empty_done[slot] += 1
-            for r in ch.rings:
-                _poison(self.cta.smem[r][slot])
+        # a cluster channel: the release arrives on the empty barrier of every CTA of the cluster
+        spans = (self.chans[ch.name].get("cluster") or 1) > 1
+        for cta in (t.cta.cluster if spans else [t.cta]):
+            dch = cta.chans[ch.name]
+            if cta.exited:
+                raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} arrives on CTA "
+                                f"{cta.block_id}'s empty barrier after that CTA exited (no drain?)")
+            if dch.empty_done[slot] != rnd:
+                raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} arrives on CTA "
+                                f"{cta.block_id}'s empty barrier in phase {dch.empty_done[slot]} (phase aliasing)")
+            dch.releasers[slot].add(t.tid)
+            if len(dch.releasers[slot]) >= dch.consumers:
+                dch.releasers[slot].clear()
+                dch.empty_done[slot] += 1
+                for r in dch.rings:
+                    _poison(cta.smem[r][slot])
+
+    def _drain(self, t: _Task, n: Node):
+        ch = t.cta.chans.get(n.args[0])
+        if ch is None:
+            raise InterpError(f"%{n.args[0]} is not a channel")
+        fills = self._int(t, n.args[1])
+        # slot s was filled rounds 0..r-1 where r = fills of s; each must have been released
+        need = [len(range(s, fills, ch.stages)) for s in range(ch.stages)]
+
+        def ready():
+            return all(ch.empty_done[s] >= need[s] for s in range(ch.stages))
+        if not ready():
+            yield _Blocker(ready, lambda: (f"drain of channel '{ch.name}': empty phases completed "
+                                           f"{ch.empty_done} of {need}"))
+        over = [s for s in range(ch.stages) if ch.empty_done[s] > need[s]]
+        if over:
+            raise RaceError(f"drain of channel '{ch.name}' after {fills} fills, but stages {over} were "
+                            f"released more often ({ch.empty_done} vs {need})")
 
     # --- memory ---------------------------------------------------------------------------------
     def _prefetch(self, t: _Task, n: Node):
@@ -800,7 +901,7 @@ class _Machine:
             raise RaceError(f"stage_out overwrites %{tile} while a tma_store of this warpgroup may still read it "
                             f"(tma_store_wait [read=true] first)")
         a = self._reg(t, acc, "stage_out reads")
-        d = self.cta.smem[tile][0]
+        d = t.cta.smem[tile][0]
         rows = self._rows(t, d, "stage_out", n.get("wave"))
         if d[rows].shape != a.shape:
             raise InterpError(f"stage_out: %{acc} {tuple(a.shape)} does not fit rows {rows.start}.. of %{tile} "
@@ -813,7 +914,7 @@ class _Machine:
         t.syncs += 1
         if n.get("fence_async"):
             t.unfenced.clear()
-        arr = self.cta.sync_arrivals
+        arr = t.cta.sync_arrivals
         arr[key] = arr.get(key, 0) + 1
         need = len(self.regions[t.region].get("ids", ()))
         if arr[key] < need:
@@ -848,13 +949,13 @@ class _Machine:
         locks, tile = n.args
         key = (t.region, t.syncs)
         t.syncs += 1
-        arr = self.cta.sync_arrivals
+        arr = t.cta.sync_arrivals
         arr[key] = arr.get(key, 0) + 1
         need = len(self.regions[t.region].get("ids", ()))
         if arr[key] < need:    # a CTA-wide barrier: every partial of the CTA is stored first
             yield _Blocker(lambda: arr[key] >= need,
                            lambda: f"split_arrive #{key[1]}: {arr[key]}/{need} warpgroups arrived")
-        res = self.cta.split_results
+        res = t.cta.split_results
         if key not in res:     # the CTA counts in once
             L = self.tensors[locks]
             i = self._int(t, tile)
@@ -891,7 +992,7 @@ class _Machine:
             raise RaceError(f"tma_store reads %{tile} written by stage_out without a fence "
                             f"(sync [fence_async=true]) in between")
         dst = self.tensors[param]
-        src = self.cta.smem[tile][0]
+        src = t.cta.smem[tile][0]
         rows = self._rows(t, src, "tma_store", n.get("wave"))
         src = src[rows]
         c = [self._int(t, x) for x in coords]
@@ -979,9 +1080,9 @@ class _Machine:
                 raise RaceError(f"wgmma operands (channel '{g.key[0]}' stage {g.slot} round {g.key[2]}) were "
                                 f"released before the wgmma retired")
             acc = t.regs[g.acc]
-            a = self.cta.smem[g.a_ring][g.slot]
+            a = t.cta.smem[g.a_ring][g.slot]
             a = a[self._rows(t, a, "wgmma", g.node.get("wave"))]
-            part = _dot(a, self.cta.smem[g.b_ring][g.slot])
+            part = _dot(a, t.cta.smem[g.b_ring][g.slot])
             if g.base is None:
                 res = part
             elif isinstance(g.base, str):

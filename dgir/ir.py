@@ -56,7 +56,7 @@ class Op(enum.Enum):
     IF = "if"                    # args: predicate
     # scalars (SSA)
     CONST = "const"
-    SREG = "sreg"                # special register: block_id / grid_size
+    SREG = "sreg"                # special register: block_id / grid_size / cluster_rank / cluster_id / cluster_count
     DIM = "dim"                  # runtime extent of a param dimension (M)
     ADD = "add"
     SUB = "sub"
@@ -72,10 +72,14 @@ class Op(enum.Enum):
     ACQUIRE = "acquire"          # producer: wait until slot (counter % stages) is empty
     COMMIT = "commit"            # producer: the slot's bytes are in flight, arrive on full
     WAIT = "wait"                # consumer: wait until slot is full
-    RELEASE = "release"          # consumer: done reading slot, arrive on empty
+    RELEASE = "release"          # consumer: done reading slot, arrive on empty (of every CTA of a cluster channel)
+    DRAIN = "drain"              # producer, after its last commit: wait until every slot is released
+                                 # (a CTA must not exit while a cluster peer may still arrive on its barriers)
     # memory
     PREFETCH_TMAP = "prefetch_tmap"
-    TMA_LOAD = "tma_load"        # args: channel, counter, ring, param, coords (innermost first)
+    TMA_LOAD = "tma_load"        # args: channel, counter, ring, param, coords (innermost first);
+                                 # attr multicast=C: one more arg, the part p: the box is 1/C of the slot's
+                                 # rows and lands at rows p*box of the slot in all C CTAs of the cluster
     LOAD_SCALE = "load_scale"    # scalar f32 from global (B scales); args: param, row, col
     TMA_STORE = "tma_store"      # args: param, smem, coords
     TMA_STORE_WAIT = "tma_store_wait"

@@ -7,13 +7,13 @@ SMEM_LIMIT = 232448
 REGISTER_FILE = 65536
 
 # which role may issue which op (ops not listed may appear in any role)
-ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
+ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
            Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
            Op.PROMOTE: "mma", Op.SMEM_READ: "mma",
            Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store",
            Op.SPLIT_STORE: "store", Op.SPLIT_ARRIVE: "store", Op.SPLIT_REDUCE: "store", Op.SPLIT_RESET: "store",
            Op.STORE_DIRECT: "store"}
-ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
+ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
          Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
          Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
          Op.SPLIT_STORE: 5, Op.SPLIT_ARRIVE: 2, Op.SPLIT_REDUCE: 4, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4}
@@ -92,6 +92,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             if isinstance(a, str) and a not in scope:
                 err(n, f"%{a} is not defined here")
         want = ARITY.get(n.op)
+        if n.op is Op.TMA_LOAD and n.get("multicast"):
+            want += 1                  # the part of the slot this CTA's box fills
         if want is not None and len(n.args) != want:
             err(n, f"{n.op.value} takes {want} operands, got {len(n.args)}")
         role = n.role
@@ -112,6 +114,16 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
                 err(n, f"%{param} is not a TMA-described param")
             elif decls[param].type.dtype is not decls[ring].type.dtype:
                 err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
+            mc = n.get("multicast")
+            if mc:
+                cl = decls[ch].get("cluster", 1) if kinds.get(ch) is Op.CHANNEL else 1
+                if mc != cl:
+                    err(n, f"multicast={mc} into channel %{ch} of a {cl}-CTA cluster (the consumers of every "
+                           f"receiving CTA must release the slot before the next multicast)")
+                elif kinds.get(param) is Op.PARAM and decls[param].get("box") is not None:
+                    rows = decls[ring].type.shape[0]
+                    if decls[param].get("box")[1] * mc != rows:
+                        err(n, f"multicast={mc}: box rows {decls[param].get('box')[1]} x {mc} != {rows} slot rows")
         if n.op in (Op.WGMMA, Op.MMA_SCALED):
             acc, a, b = n.args[:3]
             if kinds.get(acc) is not Op.REGS or decls[acc].type.dtype is not DType.f32:

@@ -209,6 +209,21 @@ def set_max_dynamic_smem(fn: Function, nbytes: int) -> None:
     fn.max_dynamic_smem = nbytes
 
 
+def max_active_clusters(fn: Function, block: int, smem_bytes: int, cluster: int) -> int:
+    """How many clusters of ``cluster`` CTAs can be resident at once (cuOccupancyMaxActiveClusters):
+    a persistent grid larger than this would run its last clusters in a second wave."""
+    set_max_dynamic_smem(fn, smem_bytes)
+    attrs = (CUlaunchAttribute * 1)()
+    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attrs[0].value.clusterDim[:] = (cluster, 1, 1)
+    cfg = CUlaunchConfig(cluster, 1, 1, block, 1, 1, smem_bytes, None, attrs, 1)
+    n = ctypes.c_int(0)
+    _make_current(fn.device_index)
+    _check(_cuda().cuOccupancyMaxActiveClusters(ctypes.byref(n), VP(fn.handle), ctypes.byref(cfg)),
+           f"cuOccupancyMaxActiveClusters({fn.name}, cluster={cluster})")
+    return n.value
+
+
 # ----------------------------------------------------------------------------- tensor maps
 
 class TensorMap:

@@ -6,6 +6,7 @@ import threading
 
 from dgir.emitters.ptx import kernel_params
 from dgir.ir import DType, Op
+from dgir.ops.fp8_gemm import kernel_grid
 
 from . import driver
 
@@ -33,6 +34,15 @@ class LoadedKernel:
         self.module = driver.load_module(result.cubin, device_index)
         self.fn = self.module.function(result.name)
         driver.set_max_dynamic_smem(self.fn, self.smem)
+        # the persistent grid: whole clusters, no more than can be resident at once
+        self.grid_attrs = dict(k.attrs)
+        self.cluster = k.get("cluster") or 1
+        if self.cluster > 1:
+            resident = driver.max_active_clusters(self.fn, self.threads, self.smem, self.cluster)
+            if resident < 1:
+                raise RuntimeError(f"{result.name}: no cluster of {self.cluster} CTAs with {self.smem} B of "
+                                   f"shared memory fits on device {device_index}")
+            self.grid_attrs["num_sms"] = min(self.num_sms, resident * self.cluster)
         self._maps: dict = {}
         self._lock = threading.Lock()
 
@@ -61,8 +71,7 @@ class LoadedKernel:
     def plan(self, tensors: dict, m: int) -> "driver.LaunchPlan":
         """A prebuilt launch for these exact tensors (addresses, shapes and strides are baked into
         the tensor maps): the warm path of the DeepGEMM-style API."""
-        tiles = -(-m // self.block_m) * self.n_blocks * self.split_k
-        grid = max(1, min(tiles, self.num_sms))
+        grid = kernel_grid(self.grid_attrs, m)
         args = self.arguments(tensors, m)
         plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args)
         plan.tensors = self._keep             # workspace lives as long as the plan

@@ -19,7 +19,7 @@ from dgir.pipeline import unregister_all
 MAIN_JOB = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384"]
 SMALL = ["compile", "fp8_gemm_nt", "--m", "2048", "--n", "1024", "--k", "640"]   # bm128 bn128
 STAGES = ["00_lower_gemm", "01_promote_scales", "02_prefetch_tma_descriptors", "03_assign_registers",
-          "04_schedule_mma", "05_interleave_ffma", "06_allocate_smem"]
+          "04_schedule_mma", "05_interleave_ffma", "06_multicast_tma", "07_allocate_smem"]
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_compile_no_assemble_and_time_passes(tmp_path, capsys, emitter):
     assert "kernel.ptx" in names and "kernel.cubin" not in names and "resources.txt" not in names
     table = out[out.index("===== pass timing ====="):].splitlines()
     stages = [line.split()[0] for line in table[2:]]
-    assert stages[:7] == ["lower"] + STAGES[1:]
+    assert stages[:8] == ["lower"] + STAGES[1:]
     assert "emit" in stages and stages[-1] == "total"
     for line in table[2:]:
         float(line.split()[1])
@@ -122,7 +122,7 @@ def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     e = kernel_dir(tmp_path / "b")
     assert e.name == d.name                                       # same kernel, same config
     assert sorted(p.stem for p in e.glob("*.dgir")) == STAGES      # the earlier stages come along
-    final = (e / "06_allocate_smem.dgir").read_text()
+    final = (e / "07_allocate_smem.dgir").read_text()
     assert "regs=216" in final and "regs=232" not in final
     assert (e / "03_assign_registers.dgir").read_text() == f.read_text()
     assert (e / "01_promote_scales.dgir").read_text() == (d / "01_promote_scales.dgir").read_text()
@@ -169,8 +169,8 @@ def test_compile_plugin_pass_shows_up(tmp_path, capsys, monkeypatch, emitter):
     rc, out, err = run(capsys, *SMALL, "--plugin", "cli_tag_plugin", "--dump-dir", "d", "--no-assemble")
     assert rc == 0, err
     d = kernel_dir(tmp_path / "d")
-    assert (d / "02_cli_tag.dgir").exists() and (d / "07_allocate_smem.dgir").exists()
-    assert 'cli_tag="yes"' in (d / "07_allocate_smem.dgir").read_text()
+    assert (d / "02_cli_tag.dgir").exists() and (d / "08_allocate_smem.dgir").exists()
+    assert 'cli_tag="yes"' in (d / "08_allocate_smem.dgir").read_text()
     rc, out, err = run(capsys, "passes", "--target", "sm90a")
     assert rc == 0 and re.search(r"^  02 cli_tag\b", out, re.M)
     assert "Marks the kernel (CLI plug-in test)." in out

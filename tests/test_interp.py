@@ -393,9 +393,9 @@ def test_released_slot_is_poisoned(monkeypatch):
         r = orig(self, t, n)
         ch, slot, _ = self._slot_key(t, n.args[0], n.args[1])
         if not ch.releasers[slot]:       # this release completed the round
-            a = self.cta.smem["a_ring"][slot]
+            a = t.cta.smem["a_ring"][slot]
             assert (a.view(torch.uint8) == 0x7F).all()
-            assert torch.isnan(self.cta.smem["sfa_ring"][slot]).all()
+            assert torch.isnan(t.cta.smem["sfa_ring"][slot]).all()
             checked.append(slot)
         return r
     monkeypatch.setattr(interp._Machine, "_release", release)
@@ -494,3 +494,50 @@ def test_m_zero_runs_nothing():
     kern = gemm_kernel(128, 256, bm=64)
     D, _ = run_gemm(kern, 0, 128, 256)
     assert D.shape == (0, 128)
+
+
+# --- clusters: the protocol breaches a multicast kernel can make are caught ------------------------
+def _cluster_kernel(**kw):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.pipeline import pipeline, run_pipeline
+    cfg = Fp8GemmConfig(**{"n": 256, "k": 1024, "block_m": 64, "block_n": 64, "stages": 2, "num_sms": 2,
+                           "cluster": 2, "multicast": "A", **kw})
+    return run_pipeline(lower(cfg), pipeline("sm90a"))
+
+
+def _strip(kern, pred):
+    from dgir.ir import map_bodies
+    return map_bodies(kern, lambda parent, body: [c for c in body if not pred(c)])
+
+
+def _run_seeds(kern, m=64, seeds=range(12)):
+    from dgir.interp import fp8_gemm_inputs
+    ins = fp8_gemm_inputs(m, kern.get("n"), kern.get("k"), seed=5)
+    ins.pop("D")
+    errors = []
+    for s in seeds:
+        try:
+            run_kernel(kern, ins, seed=s)
+        except RaceError as e:
+            errors.append(str(e))
+    return errors
+
+
+def test_cluster_kernel_without_drain_is_caught():
+    """Without the producer's drain a CTA can exit while its peer still releases slots into it."""
+    kern = _strip(_cluster_kernel(), lambda n: n.op is Op.DRAIN)
+    errors = _run_seeds(kern)
+    assert errors and any("after that CTA exited" in e for e in errors), errors
+
+
+def test_multicast_into_a_cta_channel_is_caught():
+    """A multicast whose channel only counts this CTA's releases can overwrite a slot the peer
+    still reads: raised at the multicast."""
+    kern = _cluster_kernel()
+    body = [n.with_attrs(cluster=None) if n.op is Op.CHANNEL else n for n in kern.body]
+    errors = _run_seeds(kern.with_body(body))
+    assert errors and any("have not all released" in e for e in errors), errors
+
+
+def test_cluster_kernel_runs_clean_over_seeds():
+    assert _run_seeds(_cluster_kernel()) == []

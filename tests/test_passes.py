@@ -63,7 +63,7 @@ def test_pipeline_passes_are_named_documented_objects():
     passes = pipeline("sm90a")
     names = [p.name for p in passes]
     assert names == ["promote_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
-                     "interleave_ffma", "allocate_smem"]
+                     "interleave_ffma", "multicast_tma", "allocate_smem"]
     for p in passes:
         assert isinstance(p, Pass)
         assert len((type(p).__doc__ or "").strip()) > 80, p.name
@@ -308,3 +308,39 @@ def test_allocate_smem_places_buffers_added_by_earlier_passes():
     assert k.decl("a_ring").get("offset") == 0
     assert k.decl("d_tile").get("swizzle") == 128 and k.decl("d_tile").get("offset") % 1024 == 0
     assert k.decl("d_tile").get("offset") < k.decl("sfa_ring").get("offset")
+
+
+# --- multicast_tma ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("mc,bm,bn", [("A", 256, 128), ("B", 128, 192)])
+def test_multicast_tma_splits_the_shared_load(mc, bm, bn):
+    from dgir.passes import multicast_tma
+    from dgir.printer import print_ir
+    cfg = Fp8GemmConfig(n=2048, k=1024, block_m=bm, block_n=bn, stages=3, cluster=2, multicast=mc)
+    before = lower(cfg)
+    after = multicast_tma.PASS.run(before)
+    rows = bm if mc == "A" else bn
+    assert before.decl(mc).get("box") == (128, rows) and after.decl(mc).get("box") == (128, rows // 2)
+    loads = after.find(Op.TMA_LOAD)
+    shared = [n for n in loads if n.args[3] == mc]
+    assert len(shared) == 1 and shared[0].get("multicast") == 2 and shared[0].args[5:] == ("mc_c1", "mc_part")
+    assert all(not n.get("multicast") for n in loads if n.args[3] != mc)     # the other operand: own load
+    filecheck(print_ir(after), rf"""
+        CHECK: %mc_part = sreg \[.*which="cluster_rank"
+        CHECK-NEXT: %mc_rows = mul\(%mc_part, {rows // 2}\)
+        CHECK-NEXT: %mc_c1 = add\(
+        CHECK-NEXT: tma_load\(%ab, %ctr, %{mc.lower()}_ring, %{mc}, %k0, %mc_c1, %mc_part\) \[multicast=2
+        CHECK: drain\(%ab, %fills\)
+    """)
+    assert multicast_tma.PASS.run(after) == after                     # idempotent
+    plain = lower(Fp8GemmConfig(n=2048, k=1024, block_m=bm, block_n=bn, stages=3))
+    assert multicast_tma.PASS.run(plain) is plain                     # no clusters: unchanged
+
+
+def test_verifier_rejects_multicast_outside_a_cluster_channel():
+    from dgir.passes import multicast_tma
+    from dgir.verifier import VerifyError, verify
+    k = multicast_tma.PASS.run(lower(Fp8GemmConfig(n=2048, k=1024, block_m=256, block_n=128, stages=3, cluster=2)))
+    verify(k)
+    bad = k.with_body([n.with_attrs(cluster=None) if n.op is Op.CHANNEL else n for n in k.body])
+    with pytest.raises(VerifyError, match="multicast=2 into channel %ab of a 1-CTA cluster"):
+        verify(bad)

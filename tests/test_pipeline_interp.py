@@ -6,6 +6,7 @@ import random
 import pytest
 import torch
 
+from dgir.ir import Op
 from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
 from dgir.pipeline import pipeline, run_pipeline
@@ -18,6 +19,10 @@ for _ in range(6):
                   rng.choice([128, 272, 640]), bm, bn, rng.randint(1, 4)))
 CASES += [(300, 256, 384, 256, 128, 3), (17, 136, 272, 256, 64, 2)]     # BLOCK_M 256: two waves
 SPLITS = [(70, 200, 512, 64, 64, 4, 2), (130, 256, 768, 128, 128, 2, 3), (17, 136, 1024, 256, 64, 3, 4)]
+# clusters of 2 with the shared operand multicast: (m, n, k, bm, bn, stages, multicast); odd m-block
+# counts give the B-multicast pair a CTA whose tile lies past M
+CLUSTERS = [(256, 256, 512, 128, 64, 2, "A"), (300, 128, 384, 128, 64, 3, "B"), (130, 96, 256, 64, 48, 1, "B"),
+            (200, 256, 640, 256, 128, 3, "A"), (70, 160, 384, 64, 80, 4, "A")]
 
 
 def _inputs(cfg, m, n, k):
@@ -28,9 +33,9 @@ def _inputs(cfg, m, n, k):
     return ins
 
 
-@pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", [c + (1,) for c in CASES] + SPLITS)
-def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=3, split_k=split_k)
+def _check_every_stage(cfg, m, n, k):
+    """Run every pipeline stage on the interpreter: finite, close to the reference, and bitwise equal
+    to the lowered IR (promotion, pipelining, multicast and layout change no rounding)."""
     ins = _inputs(cfg, m, n, k)
     stages_ir = []
     run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append((ev.stem, ev.after))], verify_each=True)
@@ -40,10 +45,23 @@ def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
         out = run_kernel(kern, ins, seed=len(stem))["D"]
         assert torch.isfinite(out).all(), stem
         assert calc_diff(out.double(), ref) < 1e-5, stem
-        if first is None:
-            first = out
-        # promotion, pipelining and layout change no rounding: bitwise equal to the lowered IR
+        first = out if first is None else first
         assert torch.equal(out.view(torch.int16), first.view(torch.int16)), stem
+    return stages_ir[-1][1]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", [c + (1,) for c in CASES] + SPLITS)
+def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
+    _check_every_stage(Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=3, split_k=split_k),
+                       m, n, k)
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,multicast", CLUSTERS)
+def test_every_pass_preserves_the_result_with_clusters(m, n, k, bm, bn, stages, multicast):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=4, cluster=2,
+                        multicast=multicast)
+    final = _check_every_stage(cfg, m, n, k)
+    assert any(n.get("multicast") for n in final.find(Op.TMA_LOAD))
 
 
 def test_split_k_is_deterministic_across_schedules_and_grids():

@@ -43,6 +43,10 @@ class Fp8GemmConfig:
     split_k: int = 1             # K slices per output tile, reduced deterministically (fixed order)
     epilogue: str = "tma"        # "tma": bf16 tile staged in shared memory + TMA store; "direct":
                                  # bf16 pairs stored from registers (frees the staging tile for stages)
+    cluster: int = 1             # CTAs per cluster (1 or 2): the two CTAs of a cluster compute
+                                 # neighbouring tiles that share one operand panel
+    multicast: str = "A"         # the shared operand: "A" (CTAs pair along N, same m block) or "B"
+                                 # (pair along M); the multicast_tma pass loads it once per cluster
 
     @property
     def math_wgs(self) -> int:
@@ -76,7 +80,32 @@ class Fp8GemmConfig:
     def kernel_name(self) -> str:
         split = f"_sk{self.split_k}" if self.split_k > 1 else ""
         direct = "_direct" if self.epilogue == "direct" else ""
-        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}{direct}"
+        cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
+        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}{direct}{cl}"
+
+    def grid(self, m: int) -> int:
+        return persistent_grid(m, self.block_m, self.n_blocks, self.split_k, self.num_sms, self.cluster,
+                               self.multicast)
+
+
+def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
+                    multicast: str = "A") -> int:
+    """CTAs of the persistent launch: one per tile up to one per SM; with clusters, whole clusters
+    (a cluster walks tiles of the cluster grid, where one cluster tile is `cluster` neighbouring
+    tiles along N (multicast of A) or along M (multicast of B))."""
+    m_blocks = ceil_div(max(m, 1), block_m)
+    if cluster == 1:
+        return max(1, min(m_blocks * n_blocks * split_k, num_sms))
+    cluster_tiles = (m_blocks * (n_blocks // cluster) if multicast == "A"
+                     else ceil_div(m_blocks, cluster) * n_blocks)
+    return cluster * max(1, min(cluster_tiles, num_sms // cluster))
+
+
+def kernel_grid(attrs, m: int) -> int:
+    """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
+    get = attrs.get
+    return persistent_grid(m, get("block_m"), ceil_div(get("n"), get("block_n")), get("split_k") or 1,
+                           get("num_sms"), get("cluster") or 1, get("multicast") or "A")
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -196,6 +225,22 @@ def check_config(cfg: Fp8GemmConfig) -> None:
         raise OpError(f"fp8_gemm_nt: epilogue must be 'tma' or 'direct', got {cfg.epilogue!r}")
     if cfg.split_k < 1 or cfg.k_blocks % cfg.split_k:
         raise OpError(f"fp8_gemm_nt: split_k={cfg.split_k} must divide the {cfg.k_blocks} K blocks of 128")
+    if cfg.cluster not in (1, 2):
+        raise OpError(f"fp8_gemm_nt: cluster must be 1 or 2 (CTAs sharing one operand panel), got {cfg.cluster}")
+    if cfg.cluster > 1:
+        if cfg.multicast not in ("A", "B"):
+            raise OpError(f"fp8_gemm_nt: multicast must be 'A' or 'B' (the operand the cluster shares), got {cfg.multicast!r}")
+        if cfg.split_k > 1 or cfg.epilogue != "tma":
+            raise OpError("fp8_gemm_nt: cluster=2 needs split_k=1 and the tma epilogue")
+        if cfg.multicast == "A" and cfg.n_blocks % 2:
+            raise OpError(f"fp8_gemm_nt: cluster=2 with multicast of A pairs N tiles, but N={cfg.n} has "
+                          f"{cfg.n_blocks} tiles of {cfg.block_n} (odd)")
+        half = (cfg.block_m if cfg.multicast == "A" else cfg.block_n) // 2
+        if half % 8:
+            raise OpError(f"fp8_gemm_nt: multicast of {cfg.multicast} splits its {2 * half}-row panel in halves "
+                          f"that must be whole 8-row swizzle atoms")
+        if cfg.num_sms % 2:
+            raise OpError(f"fp8_gemm_nt: cluster=2 needs an even num_sms, got {cfg.num_sms}")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:
@@ -206,11 +251,14 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     # fit_m=(box axis, alignment): when M < BLOCK_M the box shrinks to align(M, alignment) there, so the
     # TMA does not zero-fill rows past M (measured: mostly out-of-bounds boxes are slow); the kernel's
     # expect_tx follows.  Smem rows past the box keep stale data that only feeds output rows >= M.
+    # (clusters are chosen for large M only: their boxes keep the full height)
+    CL = cfg.cluster
+    fit = (lambda f: f) if CL == 1 else (lambda f: None)
     decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128,
-              fit_m=(1, 8))
+              fit_m=fit((1, 8)))
     decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
     decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
-              fit_m=(0, 4))
+              fit_m=fit((0, 4)))
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
     if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA
@@ -234,7 +282,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
-    decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs)
+    # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it
+    # (the shared operand is written into both CTAs by one multicast)
+    decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs,
+              cluster=CL if CL > 1 else None)
     W = cfg.waves
     accs = ["acc"] + [f"acc_w{w}" for w in range(1, W)]
     sfas = ["sfa"] + [f"sfa_w{w}" for w in range(1, W)]
@@ -245,13 +296,19 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     # wave w of math warpgroup g owns rows 64 * (w * math_wgs + g) of the tile
     wave = (lambda w: w) if W > 1 else (lambda w: None)
 
+    # the tile grid the persistent loop walks: with clusters, one cluster tile is CL neighbouring tiles
+    # (along N when A is shared, along M when B is), and each cluster walks its own cluster tiles
+    pair_n = CL > 1 and cfg.multicast == "A"
+    pair_m = CL > 1 and cfg.multicast == "B"
+    grid_n_blocks = cfg.n_blocks // CL if pair_n else cfg.n_blocks
+
     def tile_loop(b: Builder, role: str):
-        """Persistent tile loop shared by both roles; yields (m0, n0, kb-counter base)."""
-        bid = b.scalar(Op.SREG, "bid", which="block_id")
-        gsz = b.scalar(Op.SREG, "gsz", which="grid_size")
+        """Persistent tile loop shared by both roles: (walker id, walkers, m blocks of the walked grid, tiles)."""
+        bid = b.scalar(Op.SREG, "bid", which="block_id" if CL == 1 else "cluster_id")
+        gsz = b.scalar(Op.SREG, "gsz", which="grid_size" if CL == 1 else "cluster_count")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
-        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM)
-        ntiles = b.scalar(Op.MUL, "tiles", mblocks, cfg.n_blocks * SK)
+        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
+        ntiles = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks * SK)
         return bid, gsz, mblocks, ntiles
 
     KBS = cfg.k_blocks_per_split
@@ -266,8 +323,15 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             mn = b.scalar(Op.DIV, "mn", t, SK)
             split = b.scalar(Op.MOD, "split", t, SK)
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
-        mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
-        nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=cfg.swizzle_group, n_blocks=cfg.n_blocks)
+        group = cfg.swizzle_group // CL if pair_m else cfg.swizzle_group
+        mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
+        nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
+        if CL > 1:   # this CTA's tile of the cluster tile (past M for an odd last m block: loads
+            rank = b.scalar(Op.SREG, "rank", which="cluster_rank")     # zero-fill, stores skip it)
+            if pair_n:
+                nb = b.scalar(Op.ADD, "nb_cta", b.scalar(Op.MUL, "nb_pair", nb, CL), rank)
+            else:
+                mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
         return base, m0, n0, mn, split, kb0
@@ -286,6 +350,11 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "b_ring", "B", k0, n0)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
             b.emit(Op.COMMIT, "", "ab", ctr)
+    if CL > 1:
+        # the peer CTA arrives on this CTA's empty barriers until it has released its last slot:
+        # wait for every release before the CTA may exit
+        mine = b.scalar(Op.CEILDIV, "my_tiles", b.scalar(Op.SUB, "tiles_left", ntiles, bid), gsz)
+        b.emit(Op.DRAIN, "", "ab", b.scalar(Op.MUL, "fills", mine, KBS))
     producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, b.nodes())
 
     # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
@@ -332,6 +401,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": BM, "block_n": BN, "block_k": BLOCK_K,
              "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key(), "split_k": SK}
+    if CL > 1:
+        attrs.update(cluster=CL, multicast=cfg.multicast)
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

@@ -1,7 +1,8 @@
 """The Hopper (sm_90a) pipeline, in order.  The lowered IR comes first (dump 00), then each pass
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
-from .. import allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors, promote_scales, schedule_mma
+from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, prefetch_tma_descriptors,
+               promote_scales, schedule_mma)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -14,6 +15,9 @@ PIPELINE = [
     schedule_mma.PASS,
     # materialise the schedule: double-buffered partial, promotion FFMAs overlap the next wgmma
     interleave_ffma.PASS,
+    # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
+    # (a no-op for kernels without clusters)
+    multicast_tma.PASS,
     # layout last: every buffer, including those the passes above added, gets its offset
     allocate_smem.PASS,
 ]
