@@ -225,13 +225,14 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
 
 def _compile_cached(op, cfg, m, n, k, passes, sass_interleave=False):
     """Lowering and passes always run (they are cheap and give the IR); ptxas only on a cache miss.
-    The key covers the final IR, the pipeline identity (pass names + sources) and the toolchain."""
+    The key covers the final IR, the emitted PTX (so an emitter change is a new kernel even when the
+    IR is the same), the pipeline identity (pass names + sources) and the toolchain."""
     from . import __version__, toolchain
     from .printer import print_ir
     from .runtime.cache import KernelCache, make_key
     res = compiler.compile(op, m=m, n=n, k=k, config=cfg, passes=passes, assemble=False)
     from .runtime import sass
-    key = make_key(print_ir(res.ir), res.pipeline_id, toolchain.toolchain_versions(), __version__,
+    key = make_key(print_ir(res.ir) + "\n" + res.ptx, res.pipeline_id, toolchain.toolchain_versions(), __version__,
                    f"sass_interleave={sass.SOURCE_ID if sass_interleave else 'off'}")
 
     def build():

@@ -391,3 +391,15 @@ def test_sfa_transpose_kernel_is_built_by_llvm_nvptx():
     assert ".target sm_90a" in ptx and ".visible .entry dgir_sfa_to_mn_major" in ptx
     res = toolchain.assemble(ptx)
     assert res.cubin[:4] == b"\x7fELF" and res.resources.spill_stores == 0
+
+
+def test_disk_cache_key_follows_the_emitted_ptx(tmp_path, monkeypatch):
+    """Same IR, different PTX (an emitter change): a different cache entry, never a stale cubin."""
+    from dgir import deep_gemm
+    from dgir.emitters.ptx import emit as emit_mod
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    deep_gemm._compile_cached("fp8_gemm_nt", None, 256, 256, 512, None)
+    first = {p.name for p in tmp_path.glob("*/*") if p.is_dir()}
+    monkeypatch.setattr(emit_mod, "PTX_VERSION", "8.8")
+    deep_gemm._compile_cached("fp8_gemm_nt", None, 256, 256, 512, None)
+    assert len(first) == 1 and len({p.name for p in tmp_path.glob("*/*") if p.is_dir()} - first) == 1

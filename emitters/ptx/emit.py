@@ -89,12 +89,11 @@ class Emitter:
         self.b(f"and.b32 {phase}, {phase}, 1;")
         return addr, phase
 
-    def wait_parity(self, addr: str, parity: str, cluster: bool = False) -> None:
-        """Spin on an mbarrier phase; `cluster`: arrivals come from other CTAs too (acquire at cluster scope)."""
+    def wait_parity(self, addr: str, parity: str) -> None:
+        """Spin on an mbarrier phase (default acquire semantics, also for barriers peers arrive on)."""
         p, loop = self.b.reg("pred"), self.b.label("wait")
         self.b.put_label(loop)
-        sem = ".acquire.cluster" if cluster else ""
-        self.b(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 {p}, [{addr}], {parity};")
+        self.b(f"mbarrier.try_wait.parity.shared::cta.b64 {p}, [{addr}], {parity};")
         self.b(f"@!{p} bra {loop};")
 
     def tile(self, name: str) -> list[str]:
@@ -315,7 +314,7 @@ def _if(self: Emitter, n: Node) -> None:
 def _acquire(self: Emitter, n: Node) -> None:
     addr, phase = self.barrier(n.args[0], n.args[1], "empty")
     self.b(f"xor.b32 {phase}, {phase}, 1;        // a fresh empty barrier passes parity 1: slots start free")
-    self.wait_parity(addr, phase, cluster=(self.decls[n.args[0]].get("cluster") or 1) > 1)
+    self.wait_parity(addr, phase)
 
 
 def _drain(self: Emitter, n: Node) -> None:
@@ -328,7 +327,7 @@ def _drain(self: Emitter, n: Node) -> None:
         self.env[f" drain{s}"] = c                 # a counter without an IR name
         addr, phase = self.barrier(ch, f" drain{s}", "empty")
         self.b(f"xor.b32 {phase}, {phase}, 1;")
-        self.wait_parity(addr, phase, cluster=(self.decls[ch].get("cluster") or 1) > 1)
+        self.wait_parity(addr, phase)
 
 
 def _wait(self: Emitter, n: Node) -> None:
@@ -375,11 +374,15 @@ def _release(self: Emitter, n: Node) -> None:
     if C == 1:
         b(f"@{p} mbarrier.arrive.shared::cta.b64 _, [{addr}];   // one arrival per consumer warp")
         return
-    # the slot is multicast into every CTA of the cluster: release it in each of them
-    for r in range(C):
-        remote = b.reg()
-        b(f"mapa.shared::cluster.u32 {remote}, {addr}, {r};")
-        b(f"@{p} mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{remote}];   // CTA rank {r}")
+    # the slot is multicast into every CTA of the cluster: release it in each of them, lane r of the
+    # warp arriving on CTA rank r's barrier (the C remote arrivals go out in parallel).  Default
+    # semantics (release at CTA scope), as CUTLASS's ClusterBarrier: the consumer only read the slot,
+    # and a cluster-scope release would also wait for this warp's unrelated global loads
+    q, rank, remote = b.reg("pred"), b.reg(), b.reg()
+    b(f"setp.lt.u32 {q}, {self.lane}, {C};")
+    b(f"min.u32 {rank}, {self.lane}, {C - 1};")
+    b(f"mapa.shared::cluster.u32 {remote}, {addr}, {rank};")
+    b(f"@{q} mbarrier.arrive.shared::cluster.b64 _, [{remote}];   // lane r -> CTA rank r")
 
 
 def _tma_load(self: Emitter, n: Node) -> None:
