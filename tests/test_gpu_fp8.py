@@ -166,9 +166,10 @@ def test_sfa_in_any_layout(layout):
 
 # clusters of 2 with TMA multicast: explicit configs (the default may or may not pick them); odd
 # m-block counts (B multicast: the pair's second tile lies past M), M below one block, long K
-CLUSTER_CASES = [(4096, 7168, 2048, 256, 128, 3, "A"), (4097, 4096, 7168, 128, 128, 5, "A"),
-                 (4096, 2112, 7168, 128, 192, 4, "B"), (4225, 2112, 1536, 128, 176 - 16, 4, "B"),
-                 (100, 576, 7168, 64, 144, 6, "B"), (17, 1024, 512, 64, 128, 8, "A")]
+CLUSTER_CASES = [(4096, 7168, 2048, 256, 128, 3, "2A"), (4097, 4096, 7168, 128, 128, 5, "2A"),
+                 (4096, 2112, 7168, 128, 192, 4, "2B"), (4225, 2112, 1536, 128, 160, 4, "2B"),
+                 (100, 576, 7168, 64, 144, 6, "2B"), (17, 1024, 512, 64, 128, 8, "2A"),
+                 (64, 4096, 7168, 64, 32, 8, "4A"), (330, 2112, 1536, 64, 32, 8, "4B")]
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,mc", CLUSTER_CASES,
@@ -178,9 +179,9 @@ def test_cluster_multicast_matches_reference(m, n, k, bm, bn, stages, mc):
     from dgir.gpu_run import calc_diff, fp8_inputs
     from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div
     dev = torch.device("cuda:0")
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=2, multicast=mc)
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=int(mc[0]), multicast=mc[1])
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="cluster-test")
-    assert kern.cluster == 2
+    assert kern.cluster == int(mc[0])
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
     sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))

@@ -23,6 +23,7 @@ SPLITS = [(70, 200, 512, 64, 64, 4, 2), (130, 256, 768, 128, 128, 2, 3), (17, 13
 # counts give the B-multicast pair a CTA whose tile lies past M
 CLUSTERS = [(256, 256, 512, 128, 64, 2, "A"), (300, 128, 384, 128, 64, 3, "B"), (130, 96, 256, 64, 48, 1, "B"),
             (200, 256, 640, 256, 128, 3, "A"), (70, 160, 384, 64, 80, 4, "A")]
+CLUSTERS4 = [(64, 256, 512, 64, 32, 3, "A"), (330, 96, 384, 64, 32, 2, "B")]   # clusters of 4
 
 
 def _inputs(cfg, m, n, k):
@@ -56,9 +57,10 @@ def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
                        m, n, k)
 
 
-@pytest.mark.parametrize("m,n,k,bm,bn,stages,multicast", CLUSTERS)
-def test_every_pass_preserves_the_result_with_clusters(m, n, k, bm, bn, stages, multicast):
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=4, cluster=2,
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,multicast,cluster", [c + (2,) for c in CLUSTERS] +
+                         [c + (4,) for c in CLUSTERS4])
+def test_every_pass_preserves_the_result_with_clusters(m, n, k, bm, bn, stages, multicast, cluster):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=8, cluster=cluster,
                         multicast=multicast)
     final = _check_every_stage(cfg, m, n, k)
     assert any(n.get("multicast") for n in final.find(Op.TMA_LOAD))

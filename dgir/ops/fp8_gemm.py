@@ -43,10 +43,10 @@ class Fp8GemmConfig:
     split_k: int = 1             # K slices per output tile, reduced deterministically (fixed order)
     epilogue: str = "tma"        # "tma": bf16 tile staged in shared memory + TMA store; "direct":
                                  # bf16 pairs stored from registers (frees the staging tile for stages)
-    cluster: int = 1             # CTAs per cluster (1 or 2): the two CTAs of a cluster compute
+    cluster: int = 1             # CTAs per cluster (1, 2 or 4): the CTAs of a cluster compute
                                  # neighbouring tiles that share one operand panel
-    multicast: str = "A"         # the shared operand: "A" (CTAs pair along N, same m block) or "B"
-                                 # (pair along M); the multicast_tma pass loads it once per cluster
+    multicast: str = "A"         # the shared operand: "A" (CTAs group along N, same m block) or "B"
+                                 # (along M); the multicast_tma pass loads it once per cluster
 
     @property
     def math_wgs(self) -> int:
@@ -225,22 +225,22 @@ def check_config(cfg: Fp8GemmConfig) -> None:
         raise OpError(f"fp8_gemm_nt: epilogue must be 'tma' or 'direct', got {cfg.epilogue!r}")
     if cfg.split_k < 1 or cfg.k_blocks % cfg.split_k:
         raise OpError(f"fp8_gemm_nt: split_k={cfg.split_k} must divide the {cfg.k_blocks} K blocks of 128")
-    if cfg.cluster not in (1, 2):
-        raise OpError(f"fp8_gemm_nt: cluster must be 1 or 2 (CTAs sharing one operand panel), got {cfg.cluster}")
+    if cfg.cluster not in (1, 2, 4):
+        raise OpError(f"fp8_gemm_nt: cluster must be 1, 2 or 4 (CTAs sharing one operand panel), got {cfg.cluster}")
     if cfg.cluster > 1:
         if cfg.multicast not in ("A", "B"):
             raise OpError(f"fp8_gemm_nt: multicast must be 'A' or 'B' (the operand the cluster shares), got {cfg.multicast!r}")
         if cfg.split_k > 1 or cfg.epilogue != "tma":
-            raise OpError("fp8_gemm_nt: cluster=2 needs split_k=1 and the tma epilogue")
-        if cfg.multicast == "A" and cfg.n_blocks % 2:
-            raise OpError(f"fp8_gemm_nt: cluster=2 with multicast of A pairs N tiles, but N={cfg.n} has "
-                          f"{cfg.n_blocks} tiles of {cfg.block_n} (odd)")
-        half = (cfg.block_m if cfg.multicast == "A" else cfg.block_n) // 2
-        if half % 8:
-            raise OpError(f"fp8_gemm_nt: multicast of {cfg.multicast} splits its {2 * half}-row panel in halves "
+            raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs split_k=1 and the tma epilogue")
+        if cfg.multicast == "A" and cfg.n_blocks % cfg.cluster:
+            raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} with multicast of A groups N tiles, but N={cfg.n} has "
+                          f"{cfg.n_blocks} tiles of {cfg.block_n} (not a multiple of {cfg.cluster})")
+        rows = cfg.block_m if cfg.multicast == "A" else cfg.block_n
+        if rows % (8 * cfg.cluster):
+            raise OpError(f"fp8_gemm_nt: multicast of {cfg.multicast} splits its {rows}-row panel in {cfg.cluster} parts "
                           f"that must be whole 8-row swizzle atoms")
-        if cfg.num_sms % 2:
-            raise OpError(f"fp8_gemm_nt: cluster=2 needs an even num_sms, got {cfg.num_sms}")
+        if cfg.num_sms % cfg.cluster:
+            raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:
