@@ -41,7 +41,8 @@ def run_one(spec: str, device, spread=2.0):
         cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
                             stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
                             split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
-                            cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A")
+                            cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
+                            ctas_per_sm=int(kw.get("o", 1)))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .ir import DECLS, ROLES, SCALAR_OPS, DType, Node, Op
 
 SMEM_LIMIT = 232448
+SMEM_PER_SM = 233472      # one SM's shared memory; each resident CTA reserves 1 KB of it
 REGISTER_FILE = 65536
 
 # which role may issue which op (ops not listed may appear in any role)
@@ -76,11 +77,14 @@ def verify(kernel: Node) -> None:
         _check_body(wg.body, set(decls), kinds, decls, roles, err)
     if ids_seen and sorted(ids_seen) != list(range(len(ids_seen))):
         err(kernel, f"warpgroup ids {sorted(ids_seen)} must be 0..n-1")
-    if regs_total > REGISTER_FILE:
-        err(kernel, f"register budgets need {regs_total} registers, the SM has {REGISTER_FILE}")
+    occ = kernel.get("ctas_per_sm") or 1
+    if regs_total > REGISTER_FILE // occ:
+        err(kernel, f"register budgets need {regs_total} registers, a CTA has {REGISTER_FILE // occ} "
+                    f"({occ} per SM)")
     smem = kernel.get("smem_bytes")
-    if smem is not None and smem > SMEM_LIMIT:
-        err(kernel, f"shared memory {smem} B exceeds the {SMEM_LIMIT} B limit")
+    limit = min(SMEM_LIMIT, SMEM_PER_SM // occ - 1024)
+    if smem is not None and smem > limit:
+        err(kernel, f"shared memory {smem} B exceeds the {limit} B limit ({occ} CTA(s) per SM)")
     if errors:
         raise VerifyError("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
 

@@ -13,8 +13,9 @@ class AssignRegisters(Pass):
     """Give each warpgroup region a `regs` budget (what `setmaxnreg` sets): the load-only region
     shrinks to 40 per thread and the math regions share the rest, rounded down to a multiple of 8
     and capped at 256 (DeepGEMM: 40 / 232 with two math warpgroups, 40 / 248 with one would fit
-    too; we take everything the register file allows).  The verifier checks the total against the
-    64K register file.
+    too; we take everything the register file allows).  A kernel with `ctas_per_sm` = 2 shares the
+    SM with a second CTA: the budgets come from half the register file.  The verifier checks the
+    total against the register file's share.
     """
     name = "assign_registers"
 
@@ -23,7 +24,8 @@ class AssignRegisters(Pass):
         producers = [n for n in wgs if set(n.get("roles", ())) == {"load"}]
         n_prod = sum(len(n.get("ids")) for n in producers)
         n_math = sum(len(n.get("ids")) for n in wgs if n not in producers)
-        math_regs = min(256, (REGISTER_FILE // 128 - PRODUCER_REGS * n_prod) // max(n_math, 1) // 8 * 8)
+        per_cta = REGISTER_FILE // (kernel.get("ctas_per_sm") or 1)
+        math_regs = min(256, (per_cta // 128 - PRODUCER_REGS * n_prod) // max(n_math, 1) // 8 * 8)
         body = []
         for n in kernel.body:
             if n.op is Op.WARPGROUP and n.get("regs") is None:

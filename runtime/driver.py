@@ -26,6 +26,7 @@ U32, U64, VP = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 # CUtensorMapDataType -> element size in bytes (the packed 4/6-bit types 13..15 are left out:
@@ -207,6 +208,22 @@ def set_max_dynamic_smem(fn: Function, nbytes: int) -> None:
                                       ctypes.c_int(nbytes)),
            f"cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES, {nbytes}) for {fn.name}")
     fn.max_dynamic_smem = nbytes
+
+
+def blocks_per_sm(fn: Function, block: int, smem_bytes: int) -> int:
+    """Resident CTAs per SM for this launch shape (cuOccupancyMaxActiveBlocksPerMultiprocessor), after
+    asking for the largest shared-memory carveout (the L1/shared split otherwise may not leave room
+    for a second CTA)."""
+    set_max_dynamic_smem(fn, smem_bytes)
+    lib = _cuda()
+    _make_current(fn.device_index)
+    _check(lib.cuFuncSetAttribute(VP(fn.handle), CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                  ctypes.c_int(100)), f"cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT) for {fn.name}")
+    n = ctypes.c_int(0)
+    _check(lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(ctypes.byref(n), VP(fn.handle), ctypes.c_int(block),
+                                                           ctypes.c_size_t(smem_bytes)),
+           f"cuOccupancyMaxActiveBlocksPerMultiprocessor({fn.name})")
+    return n.value
 
 
 def max_active_clusters(fn: Function, block: int, smem_bytes: int, cluster: int) -> int:

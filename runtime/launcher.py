@@ -43,6 +43,10 @@ class LoadedKernel:
                 raise RuntimeError(f"{result.name}: no cluster of {self.cluster} CTAs with {self.smem} B of "
                                    f"shared memory fits on device {device_index}")
             self.grid_attrs["num_sms"] = min(self.num_sms, resident * self.cluster)
+        occupancy = k.get("ctas_per_sm") or 1
+        if occupancy > 1:    # as many CTAs per SM as actually fit (never a second wave of CTAs)
+            self.grid_attrs["ctas_per_sm"] = max(1, min(occupancy, driver.blocks_per_sm(self.fn, self.threads,
+                                                                                        self.smem)))
         self._maps: dict = {}
         self._lock = threading.Lock()
 

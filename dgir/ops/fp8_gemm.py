@@ -20,6 +20,7 @@ from . import OpError, Operator, register_operator
 
 BLOCK_K = 128                    # one FP8 scale block along K
 SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
+SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA also reserves 1 KB
 NUM_SMS = 132                    # H200
 
 
@@ -47,6 +48,9 @@ class Fp8GemmConfig:
                                  # neighbouring tiles that share one operand panel
     multicast: str = "A"         # the shared operand: "A" (CTAs group along N, same m block) or "B"
                                  # (along M); the multicast_tma pass loads it once per cluster
+    ctas_per_sm: int = 1         # 2: two CTAs share each SM (half the registers and shared memory
+                                 # each), so two K-block chains run side by side: for small M, where
+                                 # one CTA's serial chain (wait, wgmma, promote) is the bottleneck
 
     @property
     def math_wgs(self) -> int:
@@ -81,21 +85,23 @@ class Fp8GemmConfig:
         split = f"_sk{self.split_k}" if self.split_k > 1 else ""
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
-        return f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}{split}{direct}{cl}"
+        occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
+        return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
+                f"{split}{direct}{cl}{occ}")
 
     def grid(self, m: int) -> int:
         return persistent_grid(m, self.block_m, self.n_blocks, self.split_k, self.num_sms, self.cluster,
-                               self.multicast)
+                               self.multicast, self.ctas_per_sm)
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
-                    multicast: str = "A") -> int:
-    """CTAs of the persistent launch: one per tile up to one per SM; with clusters, whole clusters
-    (a cluster walks tiles of the cluster grid, where one cluster tile is `cluster` neighbouring
-    tiles along N (multicast of A) or along M (multicast of B))."""
+                    multicast: str = "A", ctas_per_sm: int = 1) -> int:
+    """CTAs of the persistent launch: one per tile up to `ctas_per_sm` per SM; with clusters, whole
+    clusters (a cluster walks tiles of the cluster grid, where one cluster tile is `cluster`
+    neighbouring tiles along N (multicast of A) or along M (multicast of B))."""
     m_blocks = ceil_div(max(m, 1), block_m)
     if cluster == 1:
-        return max(1, min(m_blocks * n_blocks * split_k, num_sms))
+        return max(1, min(m_blocks * n_blocks * split_k, num_sms * ctas_per_sm))
     cluster_tiles = (m_blocks * (n_blocks // cluster) if multicast == "A"
                      else ceil_div(m_blocks, cluster) * n_blocks)
     return cluster * max(1, min(cluster_tiles, num_sms // cluster))
@@ -105,16 +111,21 @@ def kernel_grid(attrs, m: int) -> int:
     """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
     get = attrs.get
     return persistent_grid(m, get("block_m"), ceil_div(get("n"), get("block_n")), get("split_k") or 1,
-                           get("num_sms"), get("cluster") or 1, get("multicast") or "A")
+                           get("num_sms"), get("cluster") or 1, get("multicast") or "A", get("ctas_per_sm") or 1)
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
     return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128)
 
 
-def max_stages(block_m: int, block_n: int, staging: bool = True) -> int:
+def smem_limit(ctas_per_sm: int = 1) -> int:
+    """Dynamic shared memory one CTA may use when `ctas_per_sm` CTAs share an SM."""
+    return min(SMEM_LIMIT, SMEM_PER_SM // ctas_per_sm - 1024)
+
+
+def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1) -> int:
     fixed = (align(block_m * block_n * 2, 1024) if staging else 0) + 1024 + 2 * 16 * 8   # D staging, slack, barriers
-    return min((SMEM_LIMIT - fixed) // stage_bytes(block_m, block_n), 8)
+    return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n), 8)
 
 
 def check(m: int, n: int, k: int) -> None:
@@ -241,6 +252,11 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
+    if cfg.ctas_per_sm not in (1, 2):
+        raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
+    if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
+        raise OpError("fp8_gemm_nt: ctas_per_sm=2 is for block_m=64 without clusters (one math warpgroup, "
+                      "half the register file per CTA)")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:
@@ -401,6 +417,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": BM, "block_n": BN, "block_k": BLOCK_K,
              "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key(), "split_k": SK}
+    if cfg.ctas_per_sm > 1:
+        attrs["ctas_per_sm"] = cfg.ctas_per_sm
     if CL > 1:
         attrs.update(cluster=CL, multicast=cfg.multicast)
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
