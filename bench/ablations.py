@@ -78,3 +78,22 @@ def pipeline_with(replace: dict | None = None, drop: tuple = ()) -> list:
             continue
         out.append((replace or {}).get(p.name, p))
     return out
+
+
+class UnitBScales(Pass):
+    """Ablation, not a correct kernel: the per-K-block B-scale loads (ld.global in the k-loop, whose
+    latency can stall the warp between wgmma issues) become the constant 1.0.  Measures what those
+    loads cost."""
+    name = "unit_b_scales"
+
+    def run(self, kernel: Node) -> Node:
+        def rewrite(body):
+            out = []
+            for n in body:
+                if n.body:
+                    n = n.with_body(rewrite(n.body))
+                if n.op is Op.LOAD_SCALE:
+                    n = Node(Op.CONST, n.name, (), Type(DType.f32), {"value": 0x3F800000, "role": n.role})
+                out.append(n)
+            return out
+        return kernel.with_body(rewrite(kernel.body))

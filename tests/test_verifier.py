@@ -89,7 +89,7 @@ def test_register_budgets_over_64k():
     msg = _broken(lambda k: edit(k, lambda n: n.op is Op.WARPGROUP and "mma" in n.get("roles"),
                                  lambda n: n.with_attrs(regs=248)))
     # 2 math warpgroups x 128 threads x 248 + 1 x 128 x 40 = 68608 > 65536
-    assert "register budgets need 68608 registers, the SM has 65536" in msg
+    assert "register budgets need 68608 registers, a CTA has 65536" in msg
     assert "at `%fp8_gemm_nt" in msg
 
 

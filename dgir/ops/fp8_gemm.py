@@ -151,7 +151,8 @@ def legal_block_ns(n: int) -> list[int]:
 
 
 # --- cost model -----------------------------------------------------------------------------------
-# Constants of the H200 (bench/TUNING.md records what the model predicted against what was measured).
+# Constants of the H200; bench/TUNING.md records what the model predicted against what was measured,
+# and `python bench/fit_model.py` refits the fitted ones (ModelParams) on the committed measurements.
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
 L2_BW = 9.0e12                # L2 -> SM bandwidth that the no-promotion ceiling sustains (calibrated)
@@ -172,51 +173,90 @@ def tc_efficiency(block_m: int, block_n: int) -> float:
     return e
 
 
-K_BLOCK_LATENCY = 0.22e-6     # serial cost of one K block in one CTA (wait, wgmma, promote): small tiles
-SPLIT_FIXED = 4.5e-6            # split-K: counting in and the reducing CTA's pass over the partials
+@dataclass(frozen=True)
+class ModelParams:
+    """The constants of `model_seconds`, fitted by bench/fit_model.py on 210 measured configs
+    (bench/results/raw/tune10-12, the default rows of fp8_gemm_nt.json): geomean error x1.12."""
+    launch: float = 6.4e-6            # launch and the first loads' latency
+    kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
+    kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
+    tile_overhead: float = 0.46e-6    # per wave of tiles: epilogue, tile switch, pipeline refill
+    split_fixed: float = 2.2e-6       # split-K: counting in and the reducing CTA's pass over the partials
+    shared_sm_chain: float = 1.08     # a K-block chain is this much slower when two CTAs share the SM
+    multicast_gain: float = 0.03      # tensor-core time saved by multicast at long K (less L2 pressure)
+
+
+MODEL = ModelParams()
 
 
 def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS,
-                  split_k: int = 1) -> float:
+                  split_k: int = 1, cluster: int = 1, multicast: str = "A", ctas_per_sm: int = 1,
+                  params: ModelParams = MODEL) -> float:
     """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), the serial K-block
-    chain of one CTA, DRAM traffic (every byte once, plus split-K partials) and L2->SM traffic (each
-    tile reads its A and B panels), plus launch latency and the split-K reduction."""
+    chain of one CTA (plus a per-wave tile overhead), DRAM traffic (every byte once, plus split-K
+    partials) and L2->SM traffic (each tile reads its A and B panels; a multicast operand once per
+    cluster), plus launch latency and the split-K reduction."""
+    P = params
     m = max(m, 1)
     kb = ceil_div(k, BLOCK_K) // split_k
-    ctas = ceil_div(m, block_m) * ceil_div(n, block_n) * split_k
-    waves = ceil_div(ctas, num_sms)
+    tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
+    ctas = tiles * split_k
+    slots = num_sms * ctas_per_sm
+    waves = ceil_div(ctas, slots)                       # rounds of the persistent loop
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n)
-    t_tc = waves * 2 * block_m * block_n * kb * BLOCK_K / per_sm
-    t_chain = waves * kb * K_BLOCK_LATENCY
+    t_tc = waves * ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
+    if cluster > 1:
+        t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
+    lat = (P.kb_latency + P.kb_latency_per_col * block_n) * (P.shared_sm_chain if ctas_per_sm > 1 else 1.0)
+    t_chain = waves * (kb * lat + P.tile_overhead)
     t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 else 0)) / HBM_BW
-    t_l2 = ctas * kb * BLOCK_K * (block_m + block_n) / L2_BW
+    a_rows = block_m / cluster if (cluster > 1 and multicast == "A") else block_m
+    b_rows = block_n / cluster if (cluster > 1 and multicast == "B") else block_n
+    t_l2 = ctas * kb * BLOCK_K * (a_rows + b_rows) / L2_BW
     t_split = 0.0
     if split_k > 1:   # every CTA writes an FP32 partial; the reducing CTA reads all of its tile's
-        tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
-        t_split = SPLIT_FIXED + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (L2_BW / num_sms)
-    return max(t_tc, t_chain, t_dram, t_l2) + 4e-6 + t_split
+        t_split = P.split_fixed + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (L2_BW / num_sms)
+    return max(t_tc, t_chain, t_dram, t_l2) + P.launch + t_split
 
 
-def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
-    """The legal config with the least modelled time (ties: no split, larger BLOCK_N, then BLOCK_M)."""
-    check(m, n, k)
-    best = None
+def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
+    """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
+    fill the SMs | 2-CTA clusters multicasting A or B when there are several waves | two CTAs per SM
+    for 64-row tiles), stages from the shared-memory budget."""
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 256):
         for bn in legal_block_ns(n):
             if bm == 256 and (bn > 128 or m <= 128):
                 continue
-            stages = max_stages(bm, bn)
-            if stages < 3:
-                continue
             tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
-            for sk in (splits if tiles < num_sms else [1]):
-                key = (model_seconds(m, n, k, bm, bn, num_sms, sk), sk, -bn, -bm)
-                if best is None or key < best[0]:
-                    best = (key, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
-                                               split_k=sk))
-    return best[1]
+            for occ in ((1, 2) if bm == 64 else (1,)):
+                stages = max_stages(bm, bn, ctas_per_sm=occ)
+                if stages < (3 if occ == 1 else 2):
+                    continue
+                for sk in (splits if tiles < num_sms * occ else [1]):
+                    yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
+                                        split_k=sk, ctas_per_sm=occ)
+                    if sk == 1 and occ == 1 and tiles >= 2 * num_sms:
+                        for mc, rows in (("A", bm), ("B", bn)):
+                            cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
+                                                cluster=2, multicast=mc)
+                            if rows % 16 == 0 and (mc == "B" or cfg.n_blocks % 2 == 0):
+                                yield cfg
+
+
+def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelParams = MODEL) -> float:
+    return model_seconds(m, n, k, cfg.block_m, cfg.block_n, cfg.num_sms, cfg.split_k, cfg.cluster, cfg.multicast,
+                         cfg.ctas_per_sm, params)
+
+
+def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
+    """The candidate with the least modelled time (ties: no split, one CTA per SM, no cluster, larger
+    BLOCK_N, then BLOCK_M)."""
+    check(m, n, k)
+    return min(candidate_configs(m, n, k, num_sms),
+               key=lambda c: (config_seconds(m, n, k, c), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
+                              -c.block_m))
 
 
 def check_config(cfg: Fp8GemmConfig) -> None:
