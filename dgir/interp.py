@@ -331,6 +331,7 @@ class _Machine:
         stored = {n.args[0] for n in kernel.walk() if n.op is Op.TMA_STORE and n.args}
         read = {n.args[3] for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 3}
         read |= {n.args[0] for n in kernel.walk() if n.op in (Op.LOAD_SCALE, Op.DIM) and n.args}
+        read |= {n.args[3] for n in kernel.walk() if n.op is Op.STAGE_SCALE and len(n.args) > 3}
         self.outputs = sorted(stored | (set(self.params) - read))
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
@@ -346,7 +347,8 @@ class _Machine:
                               f"got {self.grid!r}")
         self.handlers = {
             Op.ACQUIRE: self._acquire, Op.COMMIT: self._commit, Op.WAIT: self._wait,
-            Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
+            Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.STAGE_SCALE: self._stage_scale,
+            Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
             Op.TMA_STORE: self._tma_store, Op.TMA_STORE_WAIT: self._tma_store_wait,
             Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
@@ -595,14 +597,14 @@ class _Machine:
                 raise InterpError(f"dim axis {ax} of rank-{self.tensors[p].dim()} param %{p}")
             return int(self.tensors[p].shape[ax])
         if op is Op.LOAD_SCALE:
-            p, r, c = n.args
-            if p not in self.tensors:
-                raise InterpError(f"load_scale of unknown param %{p}")
-            T = self.tensors[p]
-            r, c = self._int(t, r), self._int(t, c)
-            if T.dim() != 2 or not (0 <= r < T.shape[0] and 0 <= c < T.shape[1]):
-                raise InterpError(f"load_scale %{p}[{r}, {c}] is out of bounds of {tuple(T.shape)}")
-            return float(T[r, c].float())
+            return self._global_scalar(t, *n.args, what="load_scale")
+        if op is Op.SMEM_SCALAR:
+            ring, ctr, idx = n.args
+            slot = self._ring_read(t, ring, ctr, "smem_scalar")
+            i = self._int(t, idx)
+            if slot.dim() != 1 or not 0 <= i < slot.shape[0]:
+                raise InterpError(f"smem_scalar: element {i} of a %{ring} slot of shape {tuple(slot.shape)}")
+            return float(slot[i].float())
         if op is Op.LT:
             a, b = (self._val(t, x) for x in n.args)
             return a < b
@@ -642,6 +644,15 @@ class _Machine:
         if not I32_MIN <= v <= I32_MAX:
             raise InterpError(f"i32 overflow: {op.value}({a}, {b}) = {v}")
         return v
+
+    def _global_scalar(self, t: _Task, p, r, c, what: str) -> float:
+        if p not in self.tensors:
+            raise InterpError(f"{what} of unknown param %{p}")
+        T = self.tensors[p]
+        r, c = self._int(t, r), self._int(t, c)
+        if T.dim() != 2 or not (0 <= r < T.shape[0] and 0 <= c < T.shape[1]):
+            raise InterpError(f"{what} %{p}[{r}, {c}] is out of bounds of {tuple(T.shape)}")
+        return float(T[r, c].float())
 
     # --- operands -------------------------------------------------------------------------------
     def _reg(self, t: _Task, name, what: str) -> torch.Tensor:
@@ -742,12 +753,7 @@ class _Machine:
             part = self._int(t, coords.pop())
             if not 0 <= part < mc:
                 raise InterpError(f"tma_load multicast part {part} is not in [0, {mc})")
-        ch, slot, rnd = self._slot_key(t, chan, ctr)
-        if ring not in ch.rings:
-            raise InterpError(f"tma_load: ring %{ring} is not part of channel %{chan}")
-        if (chan, slot, rnd) not in t.acquired:
-            raise RaceError(f"tma_load into %{ring} (channel '{chan}' stage {slot} round {rnd} phase {rnd & 1}) "
-                            f"that this task has not acquired (or has already committed)")
+        ch, slot, rnd = self._producer_slot(t, chan, ctr, ring, "tma_load")
         if param not in self.tensors:
             raise InterpError(f"tma_load from unknown param %{param}")
         src = self.tensors[param]
@@ -787,6 +793,26 @@ class _Machine:
                                 f"({dch.empty_done[slot]} empty phases completed)")
             dch.pending[slot] += 1
             self.copies.append(_Copy(cta, dch, slot, ring, data, rows))
+
+    def _producer_slot(self, t: _Task, chan, ctr, ring, what: str) -> tuple:
+        """(channel, slot, round) a producer op writes: the ring must be the channel's, the slot acquired."""
+        ch, slot, rnd = self._slot_key(t, chan, ctr)
+        if ring not in ch.rings:
+            raise InterpError(f"{what}: ring %{ring} is not part of channel %{chan}")
+        if (chan, slot, rnd) not in t.acquired:
+            raise RaceError(f"{what} into %{ring} (channel '{chan}' stage {slot} round {rnd} phase {rnd & 1}) "
+                            f"that this task has not acquired (or has already committed)")
+        return ch, slot, rnd
+
+    def _stage_scale(self, t: _Task, n: Node):
+        """The producer writes one scalar into its acquired slot (st.shared, published by the commit)."""
+        chan, ctr, ring, param, row, col, idx = n.args
+        ch, slot, rnd = self._producer_slot(t, chan, ctr, ring, "stage_scale")
+        dst = t.cta.smem[ring][slot]
+        i = self._int(t, idx)
+        if dst.dim() != 1 or not 0 <= i < dst.shape[0]:
+            raise InterpError(f"stage_scale: element {i} of a %{ring} slot of shape {tuple(dst.shape)}")
+        dst[i] = self._global_scalar(t, param, row, col, what="stage_scale")
 
     def _land(self, cp: _Copy) -> None:
         if cp.cta.exited and self.cluster > 1:

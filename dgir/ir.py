@@ -81,6 +81,10 @@ class Op(enum.Enum):
                                  # attr multicast=C: one more arg, the part p: the box is 1/C of the slot's
                                  # rows and lands at rows p*box of the slot in all C CTAs of the cluster
     LOAD_SCALE = "load_scale"    # scalar f32 from global (B scales); args: param, row, col
+    STAGE_SCALE = "stage_scale"  # load role: param[row, col] (f32, global) -> element `index` of an acquired
+                                 # ring slot, published by the slot's commit; args: channel, counter, ring,
+                                 # param, row, col, index
+    SMEM_SCALAR = "smem_scalar"  # scalar f32 <- element `index` of a waited ring slot; args: ring, counter, index
     TMA_STORE = "tma_store"      # args: param, smem, coords
     TMA_STORE_WAIT = "tma_store_wait"
     SMEM_READ = "smem_read"      # register tile <- this warpgroup's rows of a ring slot (scales)
@@ -123,7 +127,7 @@ class Op(enum.Enum):
 STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}
 DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL, Op.LOCAL}
 SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT,
-              Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE}
+              Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE, Op.SMEM_SCALAR}
 ROLES = ("load", "mma", "store", "other")
 
 

@@ -7,9 +7,10 @@ from . import Pass
 
 # Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
 LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
-           Op.PROMOTE: 64, Op.LOAD_SCALE: 400}
-# B-scale loads issue with the wgmma so their latency hides behind it (the promote reads them)
-ISSUE = (Op.LOAD_SCALE, Op.WAIT, Op.SMEM_READ, Op.WGMMA)    # start tensor-core work
+           Op.PROMOTE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30}
+SCALE_READS = (Op.LOAD_SCALE, Op.SMEM_SCALAR)
+# B-scale reads issue with the wgmma so their latency hides behind it (the promote reads them)
+ISSUE = SCALE_READS + (Op.WAIT, Op.SMEM_READ, Op.WGMMA)     # start tensor-core work
 RETIRE = (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)             # finish it on the CUDA cores
 
 
@@ -28,7 +29,7 @@ class ScheduleMma(Pass):
         bn = kernel.get("block_n") or 128
         # a tile straddling two B-scale blocks keeps two scales and four products per block alive:
         # loading them early would push the math warpgroups past their budget (ptxas spills)
-        issue = ISSUE if 128 % bn == 0 else tuple(o for o in ISSUE if o is not Op.LOAD_SCALE)
+        issue = ISSUE if 128 % bn == 0 else tuple(o for o in ISSUE if o not in SCALE_READS)
 
         def visit(n: Node) -> Node:
             if n.op is Op.FOR and any(c.op is Op.WGMMA for c in n.body):

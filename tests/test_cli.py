@@ -18,8 +18,8 @@ from dgir.pipeline import unregister_all
 
 MAIN_JOB = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384"]
 SMALL = ["compile", "fp8_gemm_nt", "--m", "2048", "--n", "1024", "--k", "640"]   # bm128 bn128
-STAGES = ["00_lower_gemm", "01_promote_scales", "02_prefetch_tma_descriptors", "03_assign_registers",
-          "04_schedule_mma", "05_interleave_ffma", "06_multicast_tma", "07_allocate_smem"]
+STAGES = ["00_lower_gemm", "01_promote_scales", "02_stage_b_scales", "03_prefetch_tma_descriptors", "04_assign_registers",
+          "05_schedule_mma", "06_interleave_ffma", "07_multicast_tma", "08_allocate_smem"]
 
 
 @pytest.fixture(autouse=True)
@@ -98,7 +98,7 @@ def test_compile_no_assemble_and_time_passes(tmp_path, capsys, emitter):
     assert "kernel.ptx" in names and "kernel.cubin" not in names and "resources.txt" not in names
     table = out[out.index("===== pass timing ====="):].splitlines()
     stages = [line.split()[0] for line in table[2:]]
-    assert stages[:8] == ["lower"] + STAGES[1:]
+    assert stages[:9] == ["lower"] + STAGES[1:]
     assert "emit" in stages and stages[-1] == "total"
     for line in table[2:]:
         float(line.split()[1])
@@ -113,7 +113,7 @@ def test_compile_without_dump_dir_prints_summary(capsys, emitter):
 def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     assert run(capsys, *SMALL, "--dump-dir", tmp_path / "a", "--no-assemble")[0] == 0
     d = kernel_dir(tmp_path / "a")
-    f = d / "03_assign_registers.dgir"
+    f = d / "04_assign_registers.dgir"
     text = f.read_text()
     assert "regs=232" in text
     f.write_text(text.replace("regs=232", "regs=216"))          # hand edit: a smaller math budget
@@ -122,9 +122,9 @@ def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     e = kernel_dir(tmp_path / "b")
     assert e.name == d.name                                       # same kernel, same config
     assert sorted(p.stem for p in e.glob("*.dgir")) == STAGES      # the earlier stages come along
-    final = (e / "07_allocate_smem.dgir").read_text()
+    final = (e / "08_allocate_smem.dgir").read_text()
     assert "regs=216" in final and "regs=232" not in final
-    assert (e / "03_assign_registers.dgir").read_text() == f.read_text()
+    assert (e / "04_assign_registers.dgir").read_text() == f.read_text()
     assert (e / "01_promote_scales.dgir").read_text() == (d / "01_promote_scales.dgir").read_text()
     # assign_registers did not run again: only the passes after the dump's position did
     assert "stages   " + "  ".join(STAGES) in out
@@ -133,18 +133,18 @@ def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
 def test_compile_from_in_place_without_dims(tmp_path, capsys, emitter):
     assert run(capsys, *SMALL, "--dump-dir", tmp_path, "--no-assemble")[0] == 0
     d = kernel_dir(tmp_path)
-    f = d / "04_schedule_mma.dgir"
+    f = d / "05_schedule_mma.dgir"
     f.write_text(f.read_text().replace("latency=512", "latency=600"))
     rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--from", f, "--dump-dir", tmp_path, "--no-assemble")
     assert rc == 0, err
     assert kernel_dir(tmp_path) == d
     assert sorted(p.stem for p in d.glob("*.dgir")) == STAGES
-    assert "latency=600" in (d / "05_interleave_ffma.dgir").read_text()
+    assert "latency=600" in (d / "06_interleave_ffma.dgir").read_text()
 
 
 def test_compile_from_invalid_edit_is_one_line(tmp_path, capsys, emitter):
     assert run(capsys, *SMALL, "--dump-dir", tmp_path, "--no-assemble")[0] == 0
-    f = kernel_dir(tmp_path) / "03_assign_registers.dgir"
+    f = kernel_dir(tmp_path) / "04_assign_registers.dgir"
     f.write_text(f.read_text().replace("regs=40", "regs=100"))
     rc, out, err = run(capsys, *SMALL, "--from", f, "--no-assemble")
     assert rc == 2 and out == ""
@@ -169,8 +169,8 @@ def test_compile_plugin_pass_shows_up(tmp_path, capsys, monkeypatch, emitter):
     rc, out, err = run(capsys, *SMALL, "--plugin", "cli_tag_plugin", "--dump-dir", "d", "--no-assemble")
     assert rc == 0, err
     d = kernel_dir(tmp_path / "d")
-    assert (d / "02_cli_tag.dgir").exists() and (d / "08_allocate_smem.dgir").exists()
-    assert 'cli_tag="yes"' in (d / "08_allocate_smem.dgir").read_text()
+    assert (d / "02_cli_tag.dgir").exists() and (d / "09_allocate_smem.dgir").exists()
+    assert 'cli_tag="yes"' in (d / "09_allocate_smem.dgir").read_text()
     rc, out, err = run(capsys, "passes", "--target", "sm90a")
     assert rc == 0 and re.search(r"^  02 cli_tag\b", out, re.M)
     assert "Marks the kernel (CLI plug-in test)." in out
@@ -198,7 +198,7 @@ def _plugin_breaking_ir(tmp_path):
 
 def _malformed(tmp_path):
     p = tmp_path / "bad.dgir"
-    p.write_text("// dgir v1 target=sm90a position=03_assign_registers\n%k = kernel {\n  zero(%acc) ]\n}\n")
+    p.write_text("// dgir v1 target=sm90a position=04_assign_registers\n%k = kernel {\n  zero(%acc) ]\n}\n")
     return p
 
 
@@ -280,7 +280,7 @@ def test_passes_all_targets(capsys):
 def test_diff_two_passes(small_dump, capsys):
     rc, out, err = run(capsys, "diff", small_dump, "promote_scales", "interleave_ffma")
     assert rc == 0
-    assert out.startswith("--- a/01_promote_scales.dgir\n+++ b/05_interleave_ffma.dgir\n@@ ")
+    assert out.startswith("--- a/01_promote_scales.dgir\n+++ b/06_interleave_ffma.dgir\n@@ ")
     assert "+  prefetch_tmap(%A)" in out.replace("    ", "  ")       # 02 is inside the range
     assert re.search(r"^\+.*regs=232", out, re.M)                   # 03
     assert re.search(r"^\+.*interleave=\"double_buffer x\d\"", out, re.M)
@@ -305,11 +305,11 @@ def test_diff_one_pass_is_its_input_vs_output(small_dump, capsys):
 def test_diff_html(small_dump, tmp_path, capsys):
     page = tmp_path / "out" / "diff.html"
     rc, out, err = run(capsys, "diff", small_dump, "interleave_ffma", "--html", page)
-    assert rc == 0 and out.startswith("--- a/04_schedule_mma.dgir")
+    assert rc == 0 and out.startswith("--- a/05_schedule_mma.dgir")
     html = page.read_text()
     assert html.lstrip().startswith("<!DOCTYPE html")
-    assert "<title>dgir diff 04_schedule_mma → 05_interleave_ffma</title>" in html
-    assert "04_schedule_mma.dgir" in html and "05_interleave_ffma.dgir" in html
+    assert "<title>dgir diff 05_schedule_mma → 06_interleave_ffma</title>" in html
+    assert "05_schedule_mma.dgir" in html and "06_interleave_ffma.dgir" in html
     assert 'class="diff_add"' in html or 'class="diff_chg"' in html
 
 
@@ -338,7 +338,7 @@ def _svg(path: Path):
 
 def test_schedule_svg_of_scheduled_dump(small_dump, tmp_path, capsys):
     out_svg = tmp_path / "s.svg"
-    rc, out, err = run(capsys, "schedule", small_dump / "04_schedule_mma.dgir", "--svg", out_svg)
+    rc, out, err = run(capsys, "schedule", small_dump / "05_schedule_mma.dgir", "--svg", out_svg)
     assert rc == 0
     root, ops, texts = _svg(out_svg)
     kinds = {r.get("class").split()[1] for r in ops}
@@ -346,7 +346,7 @@ def test_schedule_svg_of_scheduled_dump(small_dump, tmp_path, capsys):
     assert "warpgroup 2" in texts and "warpgroup 0,1" in texts          # one lane per region
     assert "load · 40 regs" in texts and "mma+store · 232 regs" in texts
     assert "stage 0" in texts and "stage 1" in texts
-    assert any("04_schedule_mma" in t for t in texts)
+    assert any("05_schedule_mma" in t for t in texts)
     # in the k-loop, boxes follow stage then order: the wgmma (stage 0) left of the promote (stage 1)
     x = {r.get("data-op"): float(r.get("x")) for r in ops if r.get("data-op") in ("wgmma", "promote")}
     assert x["wgmma"] < x["promote"]
@@ -365,7 +365,7 @@ def test_schedule_svg_program_order_without_attrs(small_dump, tmp_path, capsys):
 
 
 def test_schedule_text(small_dump, capsys):
-    rc, out, err = run(capsys, "schedule", small_dump / "05_interleave_ffma.dgir")
+    rc, out, err = run(capsys, "schedule", small_dump / "06_interleave_ffma.dgir")
     assert rc == 0
     assert out.splitlines()[0] == "warpgroup 2 · load · 40 regs"
     assert re.search(r"\[k-loop %kbl \(double_buffer x\d\)\]", out)

@@ -62,7 +62,7 @@ def text(cfg, name):
 def test_pipeline_passes_are_named_documented_objects():
     passes = pipeline("sm90a")
     names = [p.name for p in passes]
-    assert names == ["promote_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
+    assert names == ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
                      "interleave_ffma", "multicast_tma", "allocate_smem"]
     for p in passes:
         assert isinstance(p, Pass)
@@ -154,7 +154,7 @@ def test_prefetch_tma_descriptors_is_idempotent():
     k = stage(DEFAULT, "prefetch_tma_descriptors")
     p = prefetch_tma_descriptors.PASS
     assert p.run(k) == k
-    assert p.run(p.run(stage(DEFAULT, "promote_scales"))) == k
+    assert p.run(p.run(stage(DEFAULT, "stage_b_scales"))) == k
 
 
 # --- assign_registers --------------------------------------------------------------------------------
@@ -179,19 +179,19 @@ def test_schedule_mma_writes_stage_order_latency(cfg):
     assert len(loops) == 1 and loops[0].get("pipelined") is False
     body = loops[0].body
     staged = [c for c in body if c.get("stage") is not None]
-    assert {c.op for c in staged} == {Op.LOAD_SCALE, Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE,
+    assert {c.op for c in staged} == {Op.SMEM_SCALAR, Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE,
                                       Op.PROMOTE}
     for c in body:
-        if c.op in SCALAR_OPS and c.op is not Op.LOAD_SCALE:
+        if c.op in SCALAR_OPS and c.op is not Op.SMEM_SCALAR:
             assert c.get("stage") is None            # index math: recomputed where needed
         else:
             assert isinstance(c.get("order"), int) and isinstance(c.get("latency"), int), c
     assert [c.get("order") for c in staged] == sorted(c.get("order") for c in staged)
     by_op = {c.op: c for c in staged}
     assert by_op[Op.WGMMA].get("stage") == 0 and by_op[Op.WGMMA].get("latency") == 512
-    # B-scale loads issue with the wgmma (their latency hides behind it)
+    # B-scale reads issue with the wgmma (their latency hides behind it)
     assert all(by_op[o].get("stage") == 0 for o in (Op.WAIT, Op.SMEM_READ))
-    assert by_op[Op.LOAD_SCALE].get("stage") == (0 if 128 % cfg.block_n == 0 else 1)
+    assert by_op[Op.SMEM_SCALAR].get("stage") == (0 if 128 % cfg.block_n == 0 else 1)
     assert all(by_op[o].get("stage") == 1 for o in (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE))
     # only the math k-loop is scheduled; the producer's loop is untouched
     assert not any(n.get("stage") is not None for n in region(k, "load").walk())
@@ -344,3 +344,28 @@ def test_verifier_rejects_multicast_outside_a_cluster_channel():
     bad = k.with_body([n.with_attrs(cluster=None) if n.op is Op.CHANNEL else n for n in k.body])
     with pytest.raises(VerifyError, match="multicast=2 into channel %ab of a 1-CTA cluster"):
         verify(bad)
+
+
+# --- stage_b_scales --------------------------------------------------------------------------------
+@pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
+def test_stage_b_scales_moves_the_loads_to_the_load_role(cfg):
+    from dgir.printer import print_ir
+    k = stage(cfg, "stage_b_scales")
+    assert not k.find(Op.LOAD_SCALE)                        # no global load left in the math role
+    assert [c.args[-1] for c in region(k, "load").walk() if c.op is Op.STAGE_SCALE] == [0, 1]
+    assert "sfb_ring" in k.decl("ab").args and k.decl("sfb_ring").get("stages") == cfg.stages
+    filecheck(print_ir(region(k, "load")), r"""
+        CHECK: %sb_row0 = div\(%n0, 128\)
+        CHECK: acquire\(%ab, %ctr\)
+        CHECK: stage_scale\(%ab, %ctr, %sfb_ring, %SFB, %sb_row0, %kb[l]?, 0\)
+        CHECK-NEXT: stage_scale\(%ab, %ctr, %sfb_ring, %SFB, %sb_row1, %kb[l]?, 1\)
+        CHECK-NEXT: commit\(%ab, %ctr\)
+    """)
+    filecheck(print_ir(region(k, "mma")), r"""
+        CHECK: wait\(%ab, %ctr\)
+        CHECK-NEXT: %sb0 = smem_scalar\(%sfb_ring, %ctr, 0\)
+        CHECK-NEXT: %sb1 = smem_scalar\(%sfb_ring, %ctr, 1\)
+        CHECK: release\(%ab, %ctr\)
+    """)
+    from dgir.passes import stage_b_scales
+    assert stage_b_scales.PASS.run(k) == k                    # idempotent

@@ -13,7 +13,7 @@ from dgir.ir import Op
 from dgir.ops.fp8_gemm import lower
 from dgir.pipeline import PassEvent, identity, pipeline, run_pipeline, unregister_all
 
-BASE = ["promote_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma", "interleave_ffma",
+BASE = ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma", "interleave_ffma",
         "multicast_tma", "allocate_smem"]
 DIMS = dict(m=256, n=576, k=640)
 
@@ -51,11 +51,11 @@ def test_base_pipeline():
 
 
 @pytest.mark.parametrize("where,expect", [
-    (dict(before="schedule_mma"), BASE[:3] + ["tag_kernel"] + BASE[3:]),
-    (dict(after="schedule_mma"), BASE[:4] + ["tag_kernel"] + BASE[4:]),
+    (dict(before="schedule_mma"), BASE[:4] + ["tag_kernel"] + BASE[4:]),
+    (dict(after="schedule_mma"), BASE[:5] + ["tag_kernel"] + BASE[5:]),
     (dict(after="allocate_smem"), BASE + ["tag_kernel"]),
     (dict(before="promote_scales"), ["tag_kernel"] + BASE),
-    (dict(replace="schedule_mma"), BASE[:3] + ["tag_kernel"] + BASE[4:]),
+    (dict(replace="schedule_mma"), BASE[:4] + ["tag_kernel"] + BASE[5:]),
 ])
 def test_register_pass_changes_the_pipeline_and_its_identity(where, expect):
     before_id = identity(pipeline("sm90a"))
@@ -158,15 +158,15 @@ def test_user_pass_gets_its_own_numbered_dump_and_diff(tmp_path, emitter, capsys
     dgir.register_pass(TagKernel(), after="schedule_mma")
     res = dgir.compile("fp8_gemm_nt", dump_dir=tmp_path, assemble=False, **DIMS)
     stems = [s for s, _ in res.stages]
-    assert stems[4:7] == ["04_schedule_mma", "05_tag_kernel", "06_interleave_ffma"]
+    assert stems[5:8] == ["05_schedule_mma", "06_tag_kernel", "07_interleave_ffma"]
     assert res.stage("tag_kernel").get("tagged") is True
     assert res.ir.get("tagged") is True                       # later passes keep it
     files = sorted(p.name for p in res.dump_dir.glob("*.dgir"))
     assert files == [f"{s}.dgir" for s in stems]
-    assert "position=05_tag_kernel" in (res.dump_dir / "05_tag_kernel.dgir").read_text().splitlines()[0]
+    assert "position=06_tag_kernel" in (res.dump_dir / "06_tag_kernel.dgir").read_text().splitlines()[0]
     assert cli.main(["diff", str(res.dump_dir), "tag_kernel"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("--- a/04_schedule_mma.dgir\n+++ b/05_tag_kernel.dgir\n")
+    assert out.startswith("--- a/05_schedule_mma.dgir\n+++ b/06_tag_kernel.dgir\n")
     changed = [l for l in out.splitlines() if l[:1] in "+-" and l[:3] not in ("+++", "---")]
     assert len(changed) == 2 and "tagged=true" in changed[1] and "tagged" not in changed[0]
 
@@ -176,13 +176,13 @@ def test_pass_that_runs_twice_gets_two_numbers(tmp_path, emitter, capsys):
     dgir.register_pass(TagKernel(), after="allocate_smem")
     res = dgir.compile("fp8_gemm_nt", dump_dir=tmp_path, assemble=False, **DIMS)
     stems = [s for s, _ in res.stages]
-    assert "02_tag_kernel" in stems and stems[-1] == "09_tag_kernel"
+    assert "02_tag_kernel" in stems and stems[-1] == "10_tag_kernel"
     assert res.ir.get("tag_runs") == 2
     assert cli.main(["diff", str(res.dump_dir), "tag_kernel#2"]) == 0
     out = capsys.readouterr().out
-    assert "a/08_allocate_smem.dgir" in out and "+%fp8" in out and "tag_runs=2" in out
-    assert cli.main(["diff", str(res.dump_dir), "tag_kernel", "09_tag_kernel"]) == 0
-    assert "b/09_tag_kernel.dgir" in capsys.readouterr().out
+    assert "a/09_allocate_smem.dgir" in out and "+%fp8" in out and "tag_runs=2" in out
+    assert cli.main(["diff", str(res.dump_dir), "tag_kernel", "10_tag_kernel"]) == 0
+    assert "b/10_tag_kernel.dgir" in capsys.readouterr().out
 
 
 def test_broken_user_pass_raises_pass_error_naming_it(emitter):

@@ -22,7 +22,7 @@ def test_roundtrip_after_every_pass(cfg):
         assert hash(back) == hash(kernel)
         assert dgir.print_ir(back) == text          # printing is canonical
         seen.append(stem.split("_", 1)[1])
-    assert seen == ["lower_gemm", "promote_scales", "prefetch_tma_descriptors", "assign_registers",
+    assert seen == ["lower_gemm", "promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers",
                     "schedule_mma", "interleave_ffma", "multicast_tma", "allocate_smem"]
 
 

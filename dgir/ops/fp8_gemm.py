@@ -115,7 +115,8 @@ def kernel_grid(attrs, m: int) -> int:
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
-    return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128)
+    """A, B, the A scales and (stage_b_scales) the K block's B scales, each 128-byte aligned."""
+    return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128) + 128
 
 
 def smem_limit(ctas_per_sm: int = 1) -> int:

@@ -272,18 +272,32 @@ def _scalar(self: Emitter, n: Node) -> None:
         else:
             b(f"div.u32 {d}, {idx}, {rows};")
     elif op is Op.LOAD_SCALE:
-        p = self.decls[a[0]]
-        ncols = p.type.shape[1]
-        ptr, off = b.reg("b64"), b.reg()
-        b(f"ld.param.u64 {ptr}, [ptr_{a[0]}];")
-        b(f"cvta.to.global.u64 {ptr}, {ptr};")
-        b(f"mad.lo.u32 {off}, {self.val(a[1])}, {ncols}, {self.val(a[2])};")
-        w = b.reg("b64")
-        b(f"mul.wide.u32 {w}, {off}, 4;")
-        b(f"add.s64 {ptr}, {ptr}, {w};")
+        d = _global_scalar(self, *a)
+    elif op is Op.SMEM_SCALAR:
         d = b.reg("f32")
-        b(f"ld.global.nc.f32 {d}, [{ptr}];")
+        b(f"ld.shared.f32 {d}, [{self.smem_addr(a[0], a[1], 4 * a[2])}];")
     self.env[n.name] = d
+
+
+def _global_scalar(self: Emitter, param: str, row, col) -> str:
+    """f32 register <- param[row, col] of a row-major f32 param (read-only path)."""
+    b = self.b
+    ncols = self.decls[param].type.shape[1]
+    ptr, off, w, d = b.reg("b64"), b.reg(), b.reg("b64"), b.reg("f32")
+    b(f"ld.param.u64 {ptr}, [ptr_{param}];")
+    b(f"cvta.to.global.u64 {ptr}, {ptr};")
+    b(f"mad.lo.u32 {off}, {self.val(row)}, {ncols}, {self.val(col)};")
+    b(f"mul.wide.u32 {w}, {off}, 4;")
+    b(f"add.s64 {ptr}, {ptr}, {w};")
+    b(f"ld.global.nc.f32 {d}, [{ptr}];")
+    return d
+
+
+def _stage_scale(self: Emitter, n: Node) -> None:
+    """Producer thread: global f32 -> its acquired slot; the commit's arrive (release) publishes it."""
+    ch, ctr, ring, param, row, col, idx = n.args
+    v = _global_scalar(self, param, row, col)
+    self.b(f"st.shared.f32 [{self.smem_addr(ring, ctr, 4 * idx)}], {v};")
 
 
 def _for(self: Emitter, n: Node) -> None:
@@ -817,7 +831,7 @@ def _split_reset(self: Emitter, n: Node) -> None:
 
 
 EMIT = {op: _scalar for op in SCALAR_OPS}
-EMIT.update({Op.FOR: _for, Op.IF: _if, Op.ACQUIRE: _acquire, Op.DRAIN: _drain, Op.WAIT: _wait, Op.COMMIT: _commit,
+EMIT.update({Op.FOR: _for, Op.IF: _if, Op.ACQUIRE: _acquire, Op.DRAIN: _drain, Op.STAGE_SCALE: _stage_scale, Op.WAIT: _wait, Op.COMMIT: _commit,
              Op.RELEASE: _release, Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.ZERO: _zero,
              Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait, Op.PROMOTE: _promote,
              Op.SCALE: _scale, Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store,

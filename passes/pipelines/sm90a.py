@@ -2,11 +2,13 @@
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
 from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, prefetch_tma_descriptors,
-               promote_scales, schedule_mma)
+               promote_scales, schedule_mma, stage_b_scales)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
     promote_scales.PASS,
+    # roles: the load role fetches each K block's B scales into the ring; the math loop reads smem
+    stage_b_scales.PASS,
     # load role: prefetch tensor maps while barriers are being set up
     prefetch_tma_descriptors.PASS,
     # budgets first: the interleaving decision below reads the math warpgroups' register budget
