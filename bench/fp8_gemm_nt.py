@@ -30,6 +30,8 @@ DEEPGEMM = {64: [124, 217, 132, 314, 188, 136, 34], 128: [222, 419, 277, 586, 36
             4096: [1174, 1176, 999, 1266, 1216, 1198, 847]}
 VARIANTS = {   # name -> (passes, sass_interleave)
     "no_prefetch": (lambda: pipeline_with(drop=("prefetch_tma_descriptors",)), False),
+    "no_stage_b_scales": (lambda: pipeline_with(drop=("stage_b_scales",)), False),
+    "no_multicast": (lambda: pipeline_with(drop=("multicast_tma",)), False),   # same tiles, no multicast
     "no_interleave": (lambda: pipeline_with(drop=("schedule_mma", "interleave_ffma")), False),
     "sass_interleave": (lambda: None, True),
     "ceiling_no_promotion": (lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}), False),

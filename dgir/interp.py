@@ -75,7 +75,7 @@ from typing import Callable
 
 import torch
 
-from .ir import DType, Node, Op, SCALAR_OPS
+from .ir import DType, Node, Op, SCALAR_OPS, tma_filled_rings
 from .printer import print_node
 
 ROWS_PER_WG = 64          # rows of a BM-row tile owned by one math warpgroup
@@ -336,7 +336,7 @@ class _Machine:
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
         # a fill is complete when the commit arrived and every ring the channel's loads write is whole
-        loaded = {(n.args[0], n.args[2]) for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 2}
+        loaded = {(ch, ring) for ring, (ch, _) in tma_filled_rings(kernel).items()}
         self.fill_elems: dict[str, int] = {}
         for ch, ring in loaded:
             if ring in self.smem and self.smem[ring].type is not None:

@@ -233,6 +233,14 @@ def node(op: Op, name: str = "", *args, type: Type | None = None, body=(), **att
     return Node(op, name, tuple(args), type, attrs, tuple(body))
 
 
+def tma_filled_rings(kernel: Node) -> dict[str, tuple[str, str]]:
+    """ring -> (channel, param) for every ring a `tma_load` fills: exactly the bytes a channel's full
+    barrier expects per fill (rings written by other ops, e.g. stage_scale's st.shared, are published
+    by the commit's arrive instead).  The emitter's expect_tx and the interpreter's fill model both
+    read this one definition."""
+    return {n.args[2]: (n.args[0], n.args[3]) for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 3}
+
+
 def map_bodies(n: Node, fn) -> Node:
     """Rebuild `n` bottom-up, replacing each body by fn(parent, new_body)."""
     if not n.body:

@@ -35,3 +35,19 @@ def test_ptxas_accepts_without_spills(cfg):
     assert not [w for w in res.warnings if "C7514" in w or "C7508" in w], res.warnings
     # setmaxnreg is honoured: the entry register count is the 64K file split over the SM's threads
     assert r.registers == min(255, 65536 // (cfg.threads * cfg.ctas_per_sm) // 8 * 8)
+
+
+@pytest.mark.parametrize("cluster", [1, 2])
+def test_expect_tx_counts_exactly_the_tma_bytes(cluster):
+    """The full barrier expects the bytes TMA lands and nothing else: the B scales that stage_b_scales
+    stores with st.shared are published by the arrive (expecting their 8 bytes hung the GPU)."""
+    import re
+    cfg = Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=cluster)
+    res = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg, assemble=False)
+    assert "st.shared.f32" in res.ptx                           # the staged B scales are there
+    tma = 128 * 128 + (256 * 128 + 256 * 4 if cluster > 1 else 0)   # fit_m boxes (cluster 1) add at run time
+    if cluster > 1:
+        assert re.search(rf"expect_tx\.shared::cta\.b64 _, \[%r\d+\], {tma};", res.ptx)
+    else:
+        assert re.search(rf"mov\.u32 %r\d+, {tma};", res.ptx)
+    assert f", {tma + 8};" not in res.ptx

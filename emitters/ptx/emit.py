@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from dgir.ir import SCALAR_OPS, DType, Node, Op
+from dgir.ir import SCALAR_OPS, DType, Node, Op, tma_filled_rings
 
 from .builder import PtxBuilder
 
@@ -42,7 +42,7 @@ class Emitter:
         self.env: dict[str, str] = {}          # SSA name -> register
         self.tiles: dict[str, list[str]] = {}  # register tile -> f32 registers of this thread
         # which param each ring is filled from (for the stage's expect_tx byte count)
-        self.ring_param = {t.args[2]: t.args[3] for t in kernel.walk() if t.op is Op.TMA_LOAD}
+        self.ring_param = {ring: param for ring, (_, param) in tma_filled_rings(kernel).items()}
 
     # --- helpers -------------------------------------------------------------------------------
     def val(self, a) -> str:
@@ -356,8 +356,8 @@ def _commit(self: Emitter, n: Node) -> None:
     b = self.b
     ch = self.decls[n.args[0]]
     fixed, fitted = 0, []
-    for ring in ch.args:
-        param = self.decls.get(self.ring_param.get(ring, ""))
+    for ring in (r for r in ch.args if r in self.ring_param):   # only TMA bytes complete the phase
+        param = self.decls.get(self.ring_param[ring])
         fit = param.get("fit_m") if param is not None else None
         if fit is None:
             fixed += self.decls[ring].type.nbytes
