@@ -185,10 +185,40 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 
 
 
+def _config(op: str, m: int, n: int, k: int, props, device_index: int):
+    """The tile config for this shape: a measured one (dgir.tuning) when there is one and it is valid,
+    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else the cost model's."""
+    e = env()
+    return _config_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
+
+
 @functools.lru_cache(maxsize=4096)
-def _config(op: str, m: int, n: int, k: int, num_sms: int):
+def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, cache_dir):
+    from . import tuning
     from .ops import get_operator
-    return get_operator(op).choose_config(m=m, n=n, k=k, num_sms=num_sms)
+    operator = get_operator(op)
+    if tuned:
+        hit = tuning.lookup(op, device_name, sms, m, n, k)
+        if hit is not None:
+            cfg = _valid_config(operator, hit["config"])
+            if cfg is not None:
+                return cfg
+    if autotune:
+        from .autotune import autotune as tune
+        return tune(op, m, n, k, device_index)
+    return operator.choose_config(m=m, n=n, k=k, num_sms=sms)
+
+
+def _valid_config(operator, fields: dict):
+    """The config an entry names, or None when it does not describe a legal config (stale entry)."""
+    from .ops import OpError
+    from .ops.fp8_gemm import Fp8GemmConfig, check_config
+    try:
+        cfg = Fp8GemmConfig(**fields)
+        check_config(cfg)
+    except (TypeError, OpError):
+        return None
+    return cfg
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,
@@ -201,7 +231,7 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
         dev = torch.cuda.current_device()
     from .runtime.device import properties
     props = properties(dev)
-    cfg = config or _config(op, m, n, k, props.sms)
+    cfg = config or _config(op, m, n, k, props, dev)
     key = (op, cfg, dev, variant)
     kern = _kernels.get(key)
     if kern is None:

@@ -34,6 +34,8 @@ VARIABLES: dict[str, str] = {
     "DG_JIT_DUMP_SASS": "bool: print/dump the SASS of compiled kernels",
     "DGIR_SASS_INTERLEAVE": "bool: apply the FFMA reuse/yield SASS patch (default off)",
     "DGIR_DUMP_DIR": "path: directory to dump intermediate artefacts into (default: none)",
+    "DGIR_TUNED": "bool: use measured configs (shipped table, user cache) before the cost model (default on)",
+    "DG_AUTOTUNE": "bool: time the model's best candidates for a shape without a measured config, record the winner",
 }
 
 
@@ -71,6 +73,8 @@ class Env:
     dump_sass: bool = False              # DG_JIT_DUMP_SASS
     sass_interleave: bool = False        # DGIR_SASS_INTERLEAVE
     dump_dir: Optional[Path] = None      # DGIR_DUMP_DIR
+    tuned: bool = True                   # DGIR_TUNED
+    autotune: bool = False               # DG_AUTOTUNE
 
 
 def env(environ: Optional[Mapping[str, str]] = None) -> Env:
@@ -89,4 +93,6 @@ def env(environ: Optional[Mapping[str, str]] = None) -> Env:
         dump_sass=parse_bool("DG_JIT_DUMP_SASS", e.get("DG_JIT_DUMP_SASS")),
         sass_interleave=parse_bool("DGIR_SASS_INTERLEAVE", e.get("DGIR_SASS_INTERLEAVE")),
         dump_dir=_path(e.get("DGIR_DUMP_DIR")),
+        tuned=parse_bool("DGIR_TUNED", e.get("DGIR_TUNED"), default=True),
+        autotune=parse_bool("DG_AUTOTUNE", e.get("DG_AUTOTUNE")),
     )

@@ -72,4 +72,4 @@ def test_explicit_mapping_and_parse_bool():
 
 def test_every_field_documented():
     import dataclasses
-    assert len(dataclasses.fields(Env)) == len(VARIABLES) == 11
+    assert len(dataclasses.fields(Env)) == len(VARIABLES) == 13

@@ -218,3 +218,17 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
     torch.cuda.synchronize(dev)
     assert torch.isfinite(d).all()
     assert calc_diff(d.double(), ref) < 1e-3
+
+
+def test_autotune_times_candidates_and_records_the_winner(tmp_path, monkeypatch):
+    """DG_AUTOTUNE on the GPU: the top candidates are checked and timed, the fastest is recorded in the
+    user cache, and the API then uses it."""
+    import json
+    from dgir import autotune, deep_gemm, tuning
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    best = autotune.autotune("fp8_gemm_nt", 96, 1536, 1024, 0, top=3)
+    (entry,) = json.loads(tuning.user_cache().read_text())["entries"]
+    assert entry["m"] == 96 and len(entry["timed"]) == 3 and entry["us"] == min(entry["timed"].values())
+    deep_gemm._config_for.cache_clear()
+    from dgir.runtime.device import properties
+    assert deep_gemm._config("fp8_gemm_nt", 96, 1536, 1024, properties(0), 0) == best

@@ -182,7 +182,7 @@ class ModelParams:
     kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
     tile_overhead: float = 0.46e-6    # per wave of tiles: epilogue, tile switch, pipeline refill
-    split_fixed: float = 2.2e-6       # split-K: counting in and the reducing CTA's pass over the partials
+    split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
     shared_sm_chain: float = 1.08     # a K-block chain is this much slower when two CTAs share the SM
     multicast_gain: float = 0.03      # tensor-core time saved by multicast at long K (less L2 pressure)
 

@@ -1,0 +1,56 @@
+"""Build dgir's shipped table of measured configs from the committed measurements.
+
+    python bench/make_tuned_table.py          # writes dgir/tuned/fp8_gemm_nt_h200.json
+
+For every exact shape that bench/results holds timings of two or more configs for (the tuning
+experiments bench/results/raw/tune10..14 and the default rows of fp8_gemm_nt.json), the fastest
+correct one (calc_diff < 1e-3, every element finite where recorded) becomes an entry of
+dgir.tuning's table, with its time and the file it came from.  Configs are read back from kernel
+names; rows of ablation variants are skipped.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import asdict
+from pathlib import Path
+
+from fit_model import config_of
+
+ROOT = Path(__file__).resolve().parent
+SOURCES = [f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["results/fp8_gemm_nt.json"]
+OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
+
+
+def main():
+    timed = defaultdict(dict)          # (device, m, n, k) -> kernel -> (seconds, config, source)
+    for src in SOURCES:
+        doc = json.loads((ROOT / src).read_text())
+        device = doc["device"]["name"] if isinstance(doc.get("device"), dict) else doc.get("device")
+        for r in doc["rows"]:
+            if r.get("variant", "default") != "default" or "ms" not in r or not r.get("kernel"):
+                continue
+            if not (r.get("diff", 1) < 1e-3) or r.get("all_finite") is False:
+                continue
+            cfg = config_of(r["kernel"])
+            if cfg is None:
+                continue
+            key = (device, r["m"], r["n"], r["k"])
+            best = timed[key].get(r["kernel"])
+            if best is None or r["ms"] < best[0] * 1e3:
+                timed[key][r["kernel"]] = (r["ms"] * 1e-3, cfg, src)
+    entries = []
+    for (device, m, n, k), runs in sorted(timed.items()):
+        if len(runs) < 2:
+            continue                   # one config timed: nothing was chosen
+        seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
+        entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
+                        "config": asdict(cfg), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
+                        "configs_timed": len(runs)})
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True) + "\n")
+    print(f"{len(entries)} shapes -> {OUT}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""Autotuning (GPU): time the cost model's best candidates for one shape, record the fastest.
+
+    DG_AUTOTUNE=1 python app.py          # every new shape is tuned on first use, then cached
+    dgir.autotune.autotune("fp8_gemm_nt", m, n, k, device_index=0)
+
+Candidates are the operator's legal configs ranked by the cost model; the top `top` are compiled,
+checked against the float64 reference (a config that is wrong is never recorded) and timed with
+CUDA events (median of `reps` launches after a warm-up).  The winner goes to the user cache of
+dgir.tuning, keyed by device name, SM count and exact shape.
+"""
+from __future__ import annotations
+
+import datetime
+import statistics
+
+
+def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
+    """The model's `top` best legal configs, best first."""
+    from .ops.fp8_gemm import candidate_configs, config_seconds
+    return sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))[:top]
+
+
+def time_plan(run, reps: int = 20) -> float:
+    """Median seconds of `run()` over `reps` launches, each between two CUDA events."""
+    import torch
+    for _ in range(3):
+        run()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        run()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1e-3)
+    return statistics.median(times)
+
+
+def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 6, record: bool = True):
+    """Time the top candidates on the GPU; returns the fastest correct config (and records it)."""
+    import torch
+
+    from . import deep_gemm, tuning
+    from .gpu_run import calc_diff, fp8_inputs
+    from .ops import OpError
+    from .ops.fp8_gemm import ceil_div
+    from .runtime.device import properties
+    if op != "fp8_gemm_nt":
+        raise OpError(f"autotune: {op} has no GPU kernel to time (fp8_gemm_nt has)")
+    props = properties(device_index)
+    dev = torch.device("cuda", device_index)
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, seed=0)
+    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
+    d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
+    stream = torch.cuda.current_stream(dev).cuda_stream
+    timed = []
+    for cfg in candidates(m, n, k, props.sms, top):
+        kern = deep_gemm.get_kernel(op, m, n, k, dev, config=cfg, variant="autotune")
+        plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)
+        d.fill_(float("nan"))
+        plan(stream)
+        torch.cuda.synchronize(dev)
+        if not bool(torch.isfinite(d).all()) or calc_diff(d.double(), ref) >= 1e-3:
+            continue                                  # never record a config that computes wrong
+        timed.append((time_plan(lambda: plan(stream)), cfg))
+    if not timed:
+        raise RuntimeError(f"autotune: no candidate of {op} m={m} n={n} k={k} computed a correct result")
+    seconds, best = min(timed, key=lambda x: x[0])
+    if record:
+        from dataclasses import asdict
+        tuning.record({"device": props.name, "sms": props.sms, "op": op, "m": m, "n": n, "k": k,
+                       "config": asdict(best), "us": round(seconds * 1e6, 2), "source": "autotune",
+                       "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       "timed": {c.kernel_name(): round(t * 1e6, 2) for t, c in timed}})
+    return best

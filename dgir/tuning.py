@@ -1,0 +1,62 @@
+"""Measured tile configs: a table shipped with dgir plus a user cache on disk, consulted before the model.
+
+An entry says: on this device (name, SM count), for this operator and exact shape, this config was
+the fastest of the configs timed.  Entries come from two places:
+
+* ``dgir/tuned/*.json``, shipped: built by ``python bench/make_tuned_table.py`` from the committed
+  measurements in ``bench/results`` (every config timed there, best per shape);
+* ``<DG_JIT_CACHE_DIR>/tuned.json``, the user's: written by :func:`dgir.autotune.autotune` when
+  ``DG_AUTOTUNE=1`` (a shape without an entry is timed on first use and recorded).
+
+``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
+ones.  A config is a dict of the operator's config fields; it is validated before use, so a stale or
+hand-edited entry is skipped rather than trusted.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from .env import env
+
+SHIPPED = Path(__file__).resolve().parent / "tuned"
+
+
+def _entries(path: Path) -> list[dict]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    return [e for e in doc.get("entries", []) if isinstance(e, dict)]
+
+
+def user_cache() -> Path:
+    return env().cache_dir / "tuned.json"
+
+
+def _key(e: dict) -> tuple:
+    return e.get("device"), e.get("sms"), e.get("op"), e.get("m"), e.get("n"), e.get("k")
+
+
+def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
+    """The recorded entry for this exact shape on this device, user cache first; None if none."""
+    want = (device, sms, op, m, n, k)
+    for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
+        for e in _entries(path):
+            if _key(e) == want and isinstance(e.get("config"), dict):
+                return e
+    return None
+
+
+def record(entry: dict, path: Path | None = None) -> Path:
+    """Add (or replace) one entry in the user cache; the file is rewritten atomically."""
+    path = path or user_cache()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = [e for e in _entries(path) if _key(e) != _key(entry)] + [entry]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tuned.")
+    with os.fdopen(fd, "w") as f:
+        json.dump({"version": 1, "entries": entries}, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+    return path

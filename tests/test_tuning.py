@@ -1,0 +1,78 @@
+"""Measured configs: the shipped table, the user cache, and how the DeepGEMM API chooses a config."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from dgir import deep_gemm, tuning
+from dgir.autotune import candidates
+from dgir.ops import get_operator
+from dgir.ops.fp8_gemm import Fp8GemmConfig, config_seconds
+
+H200 = SimpleNamespace(name="NVIDIA H200", sms=132)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("DGIR_TUNED", raising=False)
+    monkeypatch.delenv("DG_AUTOTUNE", raising=False)
+    deep_gemm._config_for.cache_clear()          # a process remembers each shape's choice
+
+
+def test_shipped_table_is_rebuilt_from_the_committed_measurements():
+    """The table is derived data: regenerating it from bench/results gives the committed file."""
+    out = subprocess.run([sys.executable, "make_tuned_table.py"], cwd=ROOT / "bench", capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    diff = subprocess.run(["git", "diff", "--exit-code", "--", "dgir/tuned"], cwd=ROOT, capture_output=True, text=True)
+    assert diff.returncode == 0, diff.stdout[:2000]
+
+
+def test_every_shipped_entry_is_a_legal_config_that_was_timed_against_others():
+    doc = json.loads((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())
+    assert doc["entries"]
+    for e in doc["entries"]:
+        assert e["configs_timed"] >= 2 and e["us"] > 0 and e["source"].startswith("bench/results/")
+        assert deep_gemm._valid_config(get_operator("fp8_gemm_nt"), e["config"]) is not None
+
+
+def test_api_uses_the_measured_config_and_the_model_elsewhere(monkeypatch):
+    op = get_operator("fp8_gemm_nt")
+    hit = tuning.lookup("fp8_gemm_nt", H200.name, H200.sms, 64, 32768, 512)
+    assert hit is not None
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == Fp8GemmConfig(**hit["config"])
+    # another device, another shape, or DGIR_TUNED=0: the cost model's choice
+    other = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, other, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
+    assert deep_gemm._config("fp8_gemm_nt", 65, 32768, 512, H200, 0) == op.choose_config(m=65, n=32768, k=512, num_sms=132)
+    monkeypatch.setenv("DGIR_TUNED", "0")
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
+
+
+def test_user_cache_wins_and_stale_entries_are_skipped():
+    cfg = Fp8GemmConfig(n=512, k=1024, block_m=64, block_n=64, stages=4)
+    from dataclasses import asdict
+    path = tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 512, "k": 1024,
+                          "config": asdict(cfg), "us": 5.0, "source": "test"})
+    assert path == tuning.user_cache() and path.exists()
+    assert deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0) == cfg
+    # re-recording the shape replaces the entry; an illegal config (block_m=96) is ignored, not trusted
+    bad = dict(asdict(cfg), block_m=96)
+    tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 512, "k": 1024,
+                   "config": bad, "us": 1.0, "source": "test"})
+    assert len(json.loads(path.read_text())["entries"]) == 1
+    deep_gemm._config_for.cache_clear()
+    model = get_operator("fp8_gemm_nt").choose_config(m=64, n=512, k=1024, num_sms=132)
+    assert deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0) == model
+
+
+def test_autotune_candidates_are_the_models_best_first():
+    c = candidates(128, 4096, 7168, 132, top=6)
+    assert len(c) == 6 and len(set(c)) == 6
+    t = [config_seconds(128, 4096, 7168, x) for x in c]
+    assert t == sorted(t)
+    assert c[0] == get_operator("fp8_gemm_nt").choose_config(m=128, n=4096, k=7168, num_sms=132) or t[0] == t[1]
