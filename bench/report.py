@@ -129,6 +129,8 @@ their two waves and skip the pass); the SASS-level FFMA yield/reuse patch (`DGIR
 what makes per-block scales usable: applying the scales once at the end gives calc_diff
 {acc[('accuracy_scale_at_end', 2.0)]:.3f} when the per-block scales vary (e^±2), against {acc[('accuracy_default', 2.0)]:.1e} with promotion
 (with scales constant along K both give {acc[('accuracy_scale_at_end', 0.0)]:.1e} / {acc[('accuracy_default', 0.0)]:.1e}).
+At {big[0]}x{big[1]}x{big[2]} (a 2-CTA cluster kernel): `multicast_tma` off {t('no_multicast', *big):.0f}, `stage_b_scales`
+off {t('no_stage_b_scales', *big):.0f}, both on {t('default', *big):.0f} TFLOPS.
 
 Host cost of a warm `deep_gemm.fp8_gemm_nt` call (`bench/results/warm_call.json`): {warm['mn_major_sfa']['us_per_call_min_of_3']:.1f} us with SFA
 already MN-major ({warm['earlier_run']['mn_major_sfa_us']:.1f} us in an earlier run), {warm['row_major_sfa']['us_per_call_min_of_3']:.1f} us when SFA needs the layout kernel.  Cold compile of
