@@ -10,6 +10,7 @@ names; rows of ablation variants are skipped.
 """
 from __future__ import annotations
 
+import argparse
 import json
 from collections import defaultdict
 from dataclasses import asdict
@@ -25,6 +26,9 @@ OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
 
 def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT)
+    out = ap.parse_args().out
     timed = defaultdict(dict)          # (device, m, n, k) -> kernel -> (seconds, config, source)
     for src in SOURCES:
         doc = json.loads((ROOT / src).read_text())
@@ -49,9 +53,9 @@ def main():
         entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
                         "config": asdict(cfg), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
                         "configs_timed": len(runs)})
-    OUT.parent.mkdir(exist_ok=True)
-    OUT.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True) + "\n")
-    print(f"{len(entries)} shapes -> {OUT}")
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True) + "\n")
+    print(f"{len(entries)} shapes -> {out}")
 
 
 if __name__ == "__main__":
