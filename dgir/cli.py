@@ -106,6 +106,9 @@ class Compile:
         p.add_argument("--no-assemble", action="store_true", help="stop after emitting PTX (no ptxas)")
         p.add_argument("--no-verify", action="store_true",
                        help="do not run the verifier after every pass (it runs by default)")
+        p.add_argument("--config", metavar="FIELD=VALUE,...", default="",
+                       help="override fields of the chosen tile config, e.g. "
+                            "block_m=256,block_n=128,stages=3,cluster=2,multicast=A")
 
     @staticmethod
     def run(args) -> int:
@@ -123,12 +126,36 @@ class Compile:
                     dims[d] = kernel.get(d)
             if "m" in operator.dims and "m" not in dims:
                 dims["m"] = kernel.get("block_m", 128)    # m is not compiled in: any value will do
+        config = _config_override(operator, dims, args.config) if args.config else None
         res = dgir.compile(args.op, target=args.target, dump_dir=args.dump_dir, assemble=not args.no_assemble,
-                           verify=not args.no_verify, from_ir=args.from_ir, **dims)
+                           verify=not args.no_verify, from_ir=args.from_ir, config=config, **dims)
         print(res.summary())
         if args.time_passes:
             print(format_timings(res.timings))
         return 0
+
+
+def _config_override(operator, dims: dict, spec: str):
+    """The operator's chosen config with FIELD=VALUE overrides (values parsed as the field's type)."""
+    import dataclasses
+    missing = [d for d in operator.dims if d not in dims]
+    if missing:
+        raise CLIError(f"--config needs the dimensions {', '.join('--' + d for d in missing)}")
+    base = operator.choose_config(**dims)
+    if not dataclasses.is_dataclass(base):
+        raise CLIError(f"{operator.name}: its config cannot be overridden field by field")
+    fields = {f.name: f for f in dataclasses.fields(base)}
+    changes = {}
+    for item in (x for x in spec.split(",") if x):
+        key, sep, value = item.partition("=")
+        if not sep or key not in fields:
+            raise CLIError(f"--config: {item!r} is not FIELD=VALUE with FIELD one of {', '.join(fields)}")
+        kind = type(getattr(base, key))
+        try:
+            changes[key] = kind(value)
+        except ValueError:
+            raise CLIError(f"--config: {key} takes a {kind.__name__}, got {value!r}") from None
+    return dataclasses.replace(base, **changes)
 
 
 def format_timings(timings: dict) -> str:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from .ir import SCALAR_OPS, Node, Op
 
 KINDS = {
-    "tma": ("TMA load", "#4e79a7", {Op.TMA_LOAD, Op.PREFETCH_TMAP}),
+    "tma": ("TMA load", "#4e79a7", {Op.TMA_LOAD, Op.PREFETCH_TMAP, Op.STAGE_SCALE}),
     "wait": ("wait / barrier", "#9c9c9c", {Op.ACQUIRE, Op.COMMIT, Op.WAIT, Op.RELEASE, Op.WGMMA_WAIT,
-                                          Op.SYNC, Op.TMA_STORE_WAIT}),
+                                          Op.SYNC, Op.TMA_STORE_WAIT, Op.DRAIN}),
     "wgmma": ("wgmma", "#59a14f", {Op.WGMMA, Op.MMA_SCALED}),
-    "promote": ("promote / scales", "#f28e2b", {Op.PROMOTE, Op.SMEM_READ, Op.LOAD_SCALE, Op.SCALE, Op.ZERO}),
+    "promote": ("promote / scales", "#f28e2b", {Op.PROMOTE, Op.SMEM_READ, Op.LOAD_SCALE, Op.SMEM_SCALAR, Op.SCALE,
+                                                Op.ZERO}),
     "store": ("store", "#e15759", {Op.STAGE_OUT, Op.TMA_STORE}),
 }
 OTHER = ("other", "#b07aa1")
@@ -34,7 +35,7 @@ def kind_of(n: Node) -> str:
 
 
 def _shown(n: Node) -> bool:
-    return n.op not in SCALAR_OPS or n.op is Op.LOAD_SCALE
+    return n.op not in SCALAR_OPS or n.op in (Op.LOAD_SCALE, Op.SMEM_SCALAR)
 
 
 @dataclass

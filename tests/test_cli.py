@@ -394,3 +394,16 @@ def test_import_dgir_is_cheap():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "[]"
+
+
+def test_compile_config_override(capsys, tmp_path):
+    rc, out, err = run(capsys, *MAIN_JOB, "--config", "block_m=128,block_n=192,stages=4,cluster=2,multicast=B",
+                       "--no-assemble")
+    assert rc == 0, err
+    assert "fp8_gemm_nt_n7168_k16384_bm128_bn192_s4_c2B" in out and "07_multicast_tma" in out
+    rc, out, err = run(capsys, *MAIN_JOB, "--config", "block_q=3")
+    assert rc == 2 and "block_q=3" in err and "FIELD=VALUE" in err
+    rc, out, err = run(capsys, *MAIN_JOB, "--config", "stages=three")
+    assert rc == 2 and "stages takes a int" in err
+    rc, out, err = run(capsys, *MAIN_JOB, "--config", "block_m=96")
+    assert rc == 2 and "block_m must be 64, 128 or 256" in err

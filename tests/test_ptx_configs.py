@@ -18,6 +18,11 @@ for _ in range(12):
     SAMPLED.append(Fp8GemmConfig(n=rng.choice([bn, 576, 2112, 7168]), k=k, block_m=bm, block_n=bn, stages=stages))
 SAMPLED += [Fp8GemmConfig(n=7168, k=7168, block_m=256, block_n=128, stages=3),
             Fp8GemmConfig(n=2112, k=640, block_m=256, block_n=96, stages=3)]
+SAMPLED += [Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cluster=2, multicast="A"),
+            Fp8GemmConfig(n=2112, k=1536, block_m=128, block_n=192, stages=4, cluster=2, multicast="B"),
+            Fp8GemmConfig(n=4096, k=1024, block_m=64, block_n=32, stages=8, cluster=4, multicast="A"),
+            Fp8GemmConfig(n=32768, k=512, block_m=64, block_n=128, stages=3, ctas_per_sm=2),
+            Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=32, stages=8, split_k=2, ctas_per_sm=2)]
 SAMPLED += [Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
             Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5, split_k=7),
             Fp8GemmConfig(n=2112, k=1536, block_m=256, block_n=128, stages=3, split_k=3)]
