@@ -56,3 +56,18 @@ def test_expect_tx_counts_exactly_the_tma_bytes(cluster):
     else:
         assert re.search(rf"mov\.u32 %r\d+, {tma};", res.ptx)
     assert f", {tma + 8};" not in res.ptx
+
+
+def test_persistent_grid_whole_clusters_and_two_ctas_per_sm():
+    from dgir.ops.fp8_gemm import persistent_grid
+    # plain: one CTA per tile up to one per SM
+    assert persistent_grid(4096, 256, 56, 1, 132) == 132 and persistent_grid(64, 64, 33, 4, 132) == 132
+    assert persistent_grid(1, 64, 9, 1, 132) == 9
+    # clusters of 2 sharing A walk N-pairs; sharing B walk M-pairs (an odd m-block count rounds up)
+    assert persistent_grid(4096, 256, 56, 1, 132, cluster=2, multicast="A") == 132
+    assert persistent_grid(256, 128, 4, 1, 132, cluster=2, multicast="A") == 2 * (2 * 2)
+    assert persistent_grid(300, 128, 3, 1, 132, cluster=2, multicast="B") == 2 * (2 * 3)
+    assert persistent_grid(64, 64, 128, 1, 132, cluster=4, multicast="A") == 4 * 32
+    # two CTAs per SM: up to 264
+    assert persistent_grid(64, 64, 512, 1, 132, ctas_per_sm=2) == 264
+    assert persistent_grid(64, 64, 200, 1, 132, ctas_per_sm=2) == 200
