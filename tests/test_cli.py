@@ -47,10 +47,6 @@ def kernel_dir(root: Path) -> Path:
 def small_dump(tmp_path_factory):
     """One --no-assemble compile of a small shape, shared by the read-only tests."""
     root = tmp_path_factory.mktemp("dumps")
-    import importlib
-    mod = importlib.import_module("dgir.emitters.ptx")
-    if not hasattr(mod, "emit_ptx"):
-        pytest.skip("PTX emitter not available")
     assert cli.main(SMALL + ["--dump-dir", str(root), "--no-assemble"]) == 0
     return kernel_dir(root)
 

@@ -1,0 +1,130 @@
+"""PTX for the channel protocol and the load role: mbarrier waits/arrivals (cluster-wide ones too),
+TMA loads (multicast), the staged B scales and the drain before exit."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dgir.ir import Node
+
+if TYPE_CHECKING:
+    from .emit import Emitter
+
+
+def _global_scalar(self: Emitter, param: str, row, col) -> str:
+    """f32 register <- param[row, col] of a row-major f32 param (read-only path)."""
+    b = self.b
+    ncols = self.decls[param].type.shape[1]
+    ptr, off, w, d = b.reg("b64"), b.reg(), b.reg("b64"), b.reg("f32")
+    b(f"ld.param.u64 {ptr}, [ptr_{param}];")
+    b(f"cvta.to.global.u64 {ptr}, {ptr};")
+    b(f"mad.lo.u32 {off}, {self.val(row)}, {ncols}, {self.val(col)};")
+    b(f"mul.wide.u32 {w}, {off}, 4;")
+    b(f"add.s64 {ptr}, {ptr}, {w};")
+    b(f"ld.global.nc.f32 {d}, [{ptr}];")
+    return d
+
+
+def _stage_scale(self: Emitter, n: Node) -> None:
+    """Producer thread: global f32 -> its acquired slot; the commit's arrive (release) publishes it."""
+    ch, ctr, ring, param, row, col, idx = n.args
+    v = _global_scalar(self, param, row, col)
+    self.b(f"st.shared.f32 [{self.smem_addr(ring, ctr, 4 * idx)}], {v};")
+
+
+def _acquire(self: Emitter, n: Node) -> None:
+    addr, phase = self.barrier(n.args[0], n.args[1], "empty")
+    self.b(f"xor.b32 {phase}, {phase}, 1;        // a fresh empty barrier passes parity 1: slots start free")
+    self.wait_parity(addr, phase)
+
+
+def _drain(self: Emitter, n: Node) -> None:
+    """Wait for the release of each slot's last fill: acquire (without filling) counters fills..fills+S-1."""
+    ch, fills = n.args
+    S = self.decls[ch].get("stages")
+    for s in range(S):
+        c = self.b.reg()
+        self.b(f"add.u32 {c}, {self.val(fills)}, {s};")
+        self.env[f" drain{s}"] = c                 # a counter without an IR name
+        addr, phase = self.barrier(ch, f" drain{s}", "empty")
+        self.b(f"xor.b32 {phase}, {phase}, 1;")
+        self.wait_parity(addr, phase)
+
+
+def _wait(self: Emitter, n: Node) -> None:
+    self.wait_parity(*self.barrier(n.args[0], n.args[1], "full"))
+
+
+def _commit(self: Emitter, n: Node) -> None:
+    """expect_tx = the bytes every TMA of the stage lands; a box that fits M (`fit_m`) is sized at run
+    time exactly as the host encodes it: min(box, align(M, a)) along that axis."""
+    b = self.b
+    ch = self.decls[n.args[0]]
+    fixed, fitted = 0, []
+    for ring in (r for r in ch.args if r in self.ring_param):   # only TMA bytes complete the phase
+        param = self.decls.get(self.ring_param[ring])
+        fit = param.get("fit_m") if param is not None else None
+        if fit is None:
+            fixed += self.decls[ring].type.nbytes
+        else:
+            axis, a = fit
+            box = param.get("box")
+            fitted.append((box[axis], a, box[1 - axis] * param.type.dtype.bits // 8))
+    addr, _ = self.barrier(n.args[0], n.args[1], "full")
+    if not fitted:
+        b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {fixed};")
+        return
+    M, total = b.reg(), b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    b(f"mov.u32 {total}, {fixed};")
+    for box_len, a, unit in fitted:
+        r = b.reg()
+        b(f"add.u32 {r}, {M}, {a - 1};")
+        b(f"and.b32 {r}, {r}, {-a};")
+        b(f"min.u32 {r}, {r}, {box_len};")
+        b(f"mad.lo.u32 {total}, {r}, {unit}, {total};")
+    b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {total};")
+
+
+def _release(self: Emitter, n: Node) -> None:
+    b = self.b
+    addr, _ = self.barrier(n.args[0], n.args[1], "empty")
+    p = b.reg("pred")
+    b(f"setp.eq.u32 {p}, {self.lane}, 0;")
+    C = self.decls[n.args[0]].get("cluster") or 1
+    if C == 1:
+        b(f"@{p} mbarrier.arrive.shared::cta.b64 _, [{addr}];   // one arrival per consumer warp")
+        return
+    # the slot is multicast into every CTA of the cluster: release it in each of them, lane r of the
+    # warp arriving on CTA rank r's barrier (the C remote arrivals go out in parallel).  Default
+    # semantics (release at CTA scope), as CUTLASS's ClusterBarrier: the consumer only read the slot,
+    # and a cluster-scope release would also wait for this warp's unrelated global loads
+    q, rank, remote = b.reg("pred"), b.reg(), b.reg()
+    b(f"setp.lt.u32 {q}, {self.lane}, {C};")
+    b(f"min.u32 {rank}, {self.lane}, {C - 1};")
+    b(f"mapa.shared::cluster.u32 {remote}, {addr}, {rank};")
+    b(f"@{q} mbarrier.arrive.shared::cluster.b64 _, [{remote}];   // lane r -> CTA rank r")
+
+
+def _tma_load(self: Emitter, n: Node) -> None:
+    ch, ctr, ring, param, c0, c1 = n.args[:6]
+    b = self.b
+    mc = n.get("multicast") or 1
+    if mc > 1:   # this box is part p of the slot: rows p * box, in every CTA of the cluster
+        part_bytes = self.decls[ring].type.nbytes // mc
+        dst = self.smem_addr(ring, ctr)
+        b(f"mad.lo.u32 {dst}, {self.val(n.args[6])}, {part_bytes}, {dst};")
+    else:
+        dst = self.smem_addr(ring, ctr)
+    full, _ = self.barrier(ch, ctr, "full")
+    tm = self.tmap(param)
+    coords = f"[{tm}, {{{self.val(c0)}, {self.val(c1)}}}], [{full}]"
+    if mc == 1:
+        b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], {coords};")
+        return
+    mask = b.reg("b16")
+    b(f"mov.b16 {mask}, {(1 << mc) - 1};")
+    b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], {coords}, {mask};")
+
+
+def _prefetch(self: Emitter, n: Node) -> None:
+    self.b(f"prefetch.tensormap [{self.tmap(n.args[0])}];")

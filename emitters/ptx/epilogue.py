@@ -1,0 +1,266 @@
+"""PTX for the store role: the bf16 staging tile and TMA stores, direct stores, and the split-K
+partials with their deterministic fixed-order reduction."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dgir.ir import Node
+
+if TYPE_CHECKING:
+    from .emit import Emitter
+
+
+def _stage_out(self: Emitter, n: Node) -> None:
+    d_tile, acc = n.args
+    b = self.b
+    A = self.tile(acc)
+    BM, BN = self.decls[d_tile].type.shape
+    base = self.smem_addr(d_tile)
+    if self.decls[d_tile].get("swizzle") == 128:
+        # 64-column panels of BM rows x 128 B; 16-byte chunk c of row r sits at chunk c ^ (r % 8)
+        row, x, rb = b.reg(), b.reg(), b.reg()
+        b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
+        b(f"and.b32 {x}, {self.row0}, 7;")
+        b(f"mad.lo.u32 {rb}, {row}, 128, {base};")
+        b(f"mad.lo.u32 {rb}, {self.col0}, 2, {rb};")
+        for j in range(len(A) // 4):
+            lo, hi, ch, addr = b.reg(), b.reg(), b.reg(), b.reg()
+            b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * j + 1]}, {A[4 * j]};")
+            b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * j + 3]}, {A[4 * j + 2]};")
+            b(f"xor.b32 {ch}, {x}, {j % 8};")
+            b(f"shl.b32 {ch}, {ch}, 4;")
+            b(f"add.u32 {addr}, {rb}, {ch};")
+            panel = (j // 8) * BM * 128
+            b(f"st.shared.b32 [{addr}+{panel}], {lo};")
+            b(f"st.shared.b32 [{addr}+{panel + 8 * 128}], {hi};   // row + 8: same swizzle phase")
+        return
+    row = b.reg()
+    b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
+    addr = b.reg()
+    b(f"mad.lo.u32 {addr}, {row}, {BN}, {self.col0};")
+    b(f"mad.lo.u32 {addr}, {addr}, 2, {base};")
+    for j in range(len(A) // 4):
+        lo, hi = b.reg(), b.reg()
+        b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * j + 1]}, {A[4 * j]};")
+        b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * j + 3]}, {A[4 * j + 2]};")
+        b(f"st.shared.b32 [{addr}+{16 * j}], {lo};")
+        b(f"st.shared.b32 [{addr}+{16 * j + 8 * BN * 2}], {hi};   // row + 8")
+
+
+def _sync(self: Emitter, n: Node) -> None:
+    if n.get("fence_async"):
+        self.b("fence.proxy.async.shared::cta;      // st.shared -> visible to the TMA engine")
+    bar = self.b.reg()
+    self.b(f"add.u32 {bar}, {self.wg_local}, 1;")
+    self.b(f"bar.sync {bar}, 128;")
+
+
+def _tma_store(self: Emitter, n: Node) -> None:
+    param, d_tile, c0, c1 = n.args
+    b = self.b
+    skip = b.label("store_done")
+    self.if_leader(skip)
+    BN = self.decls[d_tile].type.shape[1]
+    src = self.smem_addr(d_tile)
+    sl = self.slice_of(n)
+    b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {src};")
+    row = b.reg()
+    b(f"mad.lo.u32 {row}, {sl}, 64, {self.val(c1)};")
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    p = b.reg("pred")
+    b(f"setp.ge.u32 {p}, {row}, {M};                // this warpgroup's rows lie past M")
+    b(f"@{p} bra {skip};")
+    tm = self.tmap(param)
+    if self.decls[d_tile].get("swizzle") == 128:     # one store per 64-column panel
+        BM = self.decls[d_tile].type.shape[0]
+        src = self.smem_addr(d_tile)
+        b(f"mad.lo.u32 {src}, {sl}, {64 * 128}, {src};")
+        for c in range(BN // 64):
+            col = b.reg()
+            b(f"add.u32 {col}, {self.val(c0)}, {64 * c};")
+            b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{col}, {row}}}], [{src}+{c * BM * 128}];")
+    else:
+        b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{self.val(c0)}, {row}}}], [{src}];")
+    b("cp.async.bulk.commit_group;")
+    b.put_label(skip)
+
+
+def _tma_store_wait(self: Emitter, n: Node) -> None:
+    skip = self.b.label("store_wait_done")
+    self.if_leader(skip)
+    self.b(f"cp.async.bulk.wait_group{'.read' if n.get('read') else ''} 0;")
+    self.b.put_label(skip)
+
+
+def _fragment_rows_cols(self: Emitter, n: Node):
+    """Global (row r0, row r0 + 8, column base) of this thread's accumulator fragment for a tile op."""
+    b = self.b
+    m0, n0 = self.val(n.args[-2]), self.val(n.args[-1])
+    r0, r1, c = b.reg(), b.reg(), b.reg()
+    b(f"mad.lo.u32 {r0}, {self.slice_of(n)}, 64, {self.row0};")
+    b(f"add.u32 {r0}, {r0}, {m0};")
+    b(f"add.u32 {r1}, {r0}, 8;")
+    b(f"add.u32 {c}, {n0}, {self.col0};")
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    return r0, r1, c, M
+
+
+def _global_ptr(self: Emitter, param: str) -> str:
+    p = self.b.reg("b64")
+    self.b(f"ld.param.u64 {p}, [ptr_{param}];")
+    self.b(f"cvta.to.global.u64 {p}, {p};")
+    return p
+
+
+def _for_each_pair(self: Emitter, n: Node, ncols: int, fn) -> None:
+    """Call fn(j, half, row, col, ok_pred) for each (8-column group j, row half) of the fragment;
+    ok_pred is false outside [0, M) x [0, N)."""
+    b = self.b
+    r0, r1, c, M = _fragment_rows_cols(self, n)
+    N = self.k.get("n")
+    rows_ok = []
+    for r in (r0, r1):
+        p = b.reg("pred")
+        b(f"setp.lt.u32 {p}, {r}, {M};")
+        rows_ok.append(p)
+    for j in range(ncols // 8):
+        col = b.reg()
+        b(f"add.u32 {col}, {c}, {8 * j};")
+        cp = b.reg("pred")
+        b(f"setp.lt.u32 {cp}, {col}, {N};")
+        for half, r in enumerate((r0, r1)):
+            ok = b.reg("pred")
+            b(f"and.pred {ok}, {rows_ok[half]}, {cp};")
+            fn(j, half, r, col, ok)
+
+
+def _split_store(self: Emitter, n: Node) -> None:
+    W, acc, split = n.args[:3]
+    b = self.b
+    A = self.tile(acc)
+    base = _global_ptr(self, W)
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    plane = b.reg()
+    b(f"mul.lo.u32 {plane}, {self.val(split)}, {M};")        # rows of slice `split` start at split * M
+    N = self.k.get("n")
+
+    def store(j, half, r, col, ok):
+        idx, off, addr = b.reg(), b.reg("b64"), b.reg("b64")
+        b(f"add.u32 {idx}, {plane}, {r};")
+        b(f"mad.lo.u32 {idx}, {idx}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 4;")
+        b(f"add.s64 {addr}, {base}, {off};")
+        v = 4 * j + 2 * half
+        b(f"@{ok} st.global.v2.f32 [{addr}], {{{A[v]}, {A[v + 1]}}};")
+    _for_each_pair(self, n, 2 * len(A), store)
+
+
+def _store_direct(self: Emitter, n: Node) -> None:
+    D, acc = n.args[:2]
+    b = self.b
+    A = self.tile(acc)
+    base = _global_ptr(self, D)
+    N = self.k.get("n")
+
+    def store(j, half, r, col, ok):
+        v = 4 * j + 2 * half
+        pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
+        b(f"cvt.rn.bf16x2.f32 {pair}, {A[v + 1]}, {A[v]};")
+        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 2;")
+        b(f"add.s64 {addr}, {base}, {off};")
+        b(f"@{ok} st.global.b32 [{addr}], {pair};")
+    _for_each_pair(self, n, 2 * len(A), store)
+
+
+def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
+    """(address of the tile's arrival counter, label after the block) - only CTA thread 0 goes on."""
+    locks, tile = n.args
+    b = self.b
+    skip = b.label(label)
+    lead = b.reg("pred")
+    b(f"setp.ne.u32 {lead}, {self.tid}, 0;")
+    b(f"@{lead} bra {skip};")
+    ptr = _global_ptr(self, locks)
+    off = b.reg("b64")
+    b(f"mul.wide.u32 {off}, {self.val(tile)}, 4;")
+    b(f"add.s64 {ptr}, {ptr}, {off};")
+    return ptr, skip
+
+
+def _split_arrive(self: Emitter, n: Node) -> None:
+    b = self.b
+    S = n.get("splits")
+    flag = self.smem_addr(n.get("flag"))
+    nthreads = 128 * self.n_wgs
+    b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
+    ptr, skip = _counter_of_tile(self, n, "split_arrive_done")
+    old, last = b.reg(), b.reg()
+    b("fence.acq_rel.gpu;                      // publish the CTA's partials before counting in")
+    b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
+    p = b.reg("pred")
+    b(f"setp.eq.u32 {p}, {old}, {S - 1};")
+    b(f"selp.u32 {last}, 1, 0, {p};")
+    b(f"st.shared.u32 [{flag}], {last};")
+    b.put_label(skip)
+    b(f"bar.sync 15, {nthreads};")
+    d = b.reg()
+    b(f"ld.shared.u32 {d}, [{flag}];")
+    b("fence.acq_rel.gpu;                      // see the other CTAs' partials")
+    self.env[n.name] = d
+
+
+def _split_reduce(self: Emitter, n: Node) -> None:
+    D, W = n.args[:2]
+    b = self.b
+    S, BN = n.get("splits"), n.get("n")
+    base, dptr = _global_ptr(self, W), _global_ptr(self, D)
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    N = self.k.get("n")
+    sums = b.regs("f32", BN // 2)           # one running sum per accumulator-fragment element
+    for r in sums:
+        b(f"mov.f32 {r}, 0f00000000;")
+    pairs = []
+    _for_each_pair(self, n, BN, lambda j, half, r, col, ok: pairs.append((j, half, r, col, ok)))
+    # slice order 0..S-1 whoever reduces: the sum is the same bits in every run
+    s_reg, plane = b.reg(), b.reg()
+    b(f"mov.u32 {s_reg}, 0;")
+    head, end = b.label("reduce_slices"), b.label("reduce_done")
+    b.put_label(head)
+    p = b.reg("pred")
+    b(f"setp.ge.u32 {p}, {s_reg}, {S};")
+    b(f"@{p} bra {end};")
+    b(f"mul.lo.u32 {plane}, {s_reg}, {M};")
+    for j, half, r, col, ok in pairs:
+        idx, off, addr, px, py = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("f32"), b.reg("f32")
+        b(f"add.u32 {idx}, {plane}, {r};")
+        b(f"mad.lo.u32 {idx}, {idx}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 4;")
+        b(f"add.s64 {addr}, {base}, {off};")
+        b(f"mov.f32 {px}, 0f00000000;")
+        b(f"mov.f32 {py}, 0f00000000;")
+        b(f"@{ok} ld.global.cg.v2.f32 {{{px}, {py}}}, [{addr}];")
+        v = 4 * j + 2 * half
+        b(f"add.rn.f32 {sums[v]}, {sums[v]}, {px};")
+        b(f"add.rn.f32 {sums[v + 1]}, {sums[v + 1]}, {py};")
+    b(f"add.u32 {s_reg}, {s_reg}, 1;")
+    b(f"bra.uni {head};")
+    b.put_label(end)
+    for j, half, r, col, ok in pairs:
+        v = 4 * j + 2 * half
+        pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
+        b(f"cvt.rn.bf16x2.f32 {pair}, {sums[v + 1]}, {sums[v]};")
+        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 2;")
+        b(f"add.s64 {addr}, {dptr}, {off};")
+        b(f"@{ok} st.global.b32 [{addr}], {pair};")
+
+
+def _split_reset(self: Emitter, n: Node) -> None:
+    ptr, skip = _counter_of_tile(self, n, "split_reset_done")
+    self.b(f"st.relaxed.gpu.global.u32 [{ptr}], 0;       // ready for the next launch")
+    self.b.put_label(skip)
