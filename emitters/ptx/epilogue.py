@@ -167,13 +167,19 @@ def _store_direct(self: Emitter, n: Node) -> None:
 
     def store(j, half, r, col, ok):
         v = 4 * j + 2 * half
-        pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
-        b(f"cvt.rn.bf16x2.f32 {pair}, {A[v + 1]}, {A[v]};")
-        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
-        b(f"mul.wide.u32 {off}, {idx}, 2;")
-        b(f"add.s64 {addr}, {base}, {off};")
-        b(f"@{ok} st.global.b32 [{addr}], {pair};")
+        _store_bf16_pair(self, base, N, r, col, A[v], A[v + 1], ok)
     _for_each_pair(self, n, 2 * len(A), store)
+
+
+def _store_bf16_pair(self: Emitter, base: str, N: int, r, col, lo: str, hi: str, ok: str) -> None:
+    """D[r, col:col+2] = bf16(lo, hi) where predicate ok holds (row-major bf16 D with N columns)."""
+    b = self.b
+    pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
+    b(f"cvt.rn.bf16x2.f32 {pair}, {hi}, {lo};")
+    b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+    b(f"mul.wide.u32 {off}, {idx}, 2;")
+    b(f"add.s64 {addr}, {base}, {off};")
+    b(f"@{ok} st.global.b32 [{addr}], {pair};")
 
 
 def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
@@ -252,12 +258,7 @@ def _split_reduce(self: Emitter, n: Node) -> None:
     b.put_label(end)
     for j, half, r, col, ok in pairs:
         v = 4 * j + 2 * half
-        pair, idx, off, addr = b.reg(), b.reg(), b.reg("b64"), b.reg("b64")
-        b(f"cvt.rn.bf16x2.f32 {pair}, {sums[v + 1]}, {sums[v]};")
-        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
-        b(f"mul.wide.u32 {off}, {idx}, 2;")
-        b(f"add.s64 {addr}, {dptr}, {off};")
-        b(f"@{ok} st.global.b32 [{addr}], {pair};")
+        _store_bf16_pair(self, dptr, N, r, col, sums[v], sums[v + 1], ok)
 
 
 def _split_reset(self: Emitter, n: Node) -> None:
