@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call on the lent H200 (no network): install the carried wheels, run the GPU tests, the
+# full benchmark and optional tuning experiments, everything bounded by timeouts and unbuffered so
+# that a hang still leaves its output under $OUT.
+#
+# Here (build the wheel; lark's wheel must sit beside it in .whl/, which git ignores):
+#     rm -f .whl/dgir-* && pip wheel -q --no-deps -w .whl .
+# There (carry .whl; $OUT is the folder that comes back):
+#     DGIR_GIT_REV=<commit> bash bench/h200_session.sh [tests|bench|exp SPECFILE]...
+# Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
+# $OUT/<specfile stem>_exp.json.
+set -u -o pipefail
+OUT=${OUT:-/tmp/out}
+R=$(cd "$(dirname "$0")/.." && pwd)
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+[ $# -eq 0 ] && set -- tests bench
+while [ $# -gt 0 ]; do
+  case "$1" in
+    tests)   # from outside the repository, so that the installed dgir is the one imported
+      (cd /tmp && timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider --rootdir="$R" "$R/tests" \
+        2>&1 | tee "$OUT/pytest_gpu.txt" | tail -5) || { echo "gpu tests failed or timed out"; exit 4; } ;;
+    bench)
+      timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt.json" > "$OUT/bench_log.txt" 2>&1
+      echo "bench rc=$?"; tail -1 "$OUT/bench_log.txt" | cut -c1-300 ;;
+    exp)
+      spec=$2; shift
+      timeout "${EXP_TIMEOUT:-240}" python3 "$R/bench/experiments.py" --out "$OUT/$(basename "$spec" .txt)_exp.json" \
+        $(cat "$R/$spec") 2>&1 | cut -c1-200 ;;
+    *) echo "unknown step $1"; exit 2 ;;
+  esac
+  shift
+done
