@@ -18,6 +18,7 @@ from common import calc_diff, do_bench, header, write  # noqa: E402
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
+from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
 VARIANTS = {
     "default": lambda: None,
@@ -26,6 +27,7 @@ VARIANTS = {
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
+    "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
 }

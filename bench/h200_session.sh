@@ -12,6 +12,7 @@
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}
 R=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
 [ $# -eq 0 ] && set -- tests bench

@@ -75,7 +75,7 @@ from typing import Callable
 
 import torch
 
-from .ir import DType, Node, Op, SCALAR_OPS, tma_filled_rings
+from .ir import DType, Node, Op, SCALAR_OPS, async_filled_rings
 from .printer import print_node
 
 ROWS_PER_WG = 64          # rows of a BM-row tile owned by one math warpgroup
@@ -336,7 +336,7 @@ class _Machine:
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
         # a fill is complete when the commit arrived and every ring the channel's loads write is whole
-        loaded = {(ch, ring) for ring, (ch, _) in tma_filled_rings(kernel).items()}
+        loaded = {(ch, ring) for ring, (ch, _, _) in async_filled_rings(kernel).items()}
         self.fill_elems: dict[str, int] = {}
         for ch, ring in loaded:
             if ring in self.smem and self.smem[ring].type is not None:
@@ -812,7 +812,12 @@ class _Machine:
         i = self._int(t, idx)
         if dst.dim() != 1 or not 0 <= i < dst.shape[0]:
             raise InterpError(f"stage_scale: element {i} of a %{ring} slot of shape {tuple(dst.shape)}")
-        dst[i] = self._global_scalar(t, param, row, col, what="stage_scale")
+        v = self._global_scalar(t, param, row, col, what="stage_scale")
+        if n.get("async"):          # cp.async: lands later; the fill waits for it (counted in expect)
+            ch.pending[slot] += 1
+            self.copies.append(_Copy(t.cta, ch, slot, ring, torch.tensor([v], dtype=dst.dtype), slice(i, i + 1)))
+        else:
+            dst[i] = v
 
     def _land(self, cp: _Copy) -> None:
         if cp.cta.exited and self.cluster > 1:

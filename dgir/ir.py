@@ -233,12 +233,24 @@ def node(op: Op, name: str = "", *args, type: Type | None = None, body=(), **att
     return Node(op, name, tuple(args), type, attrs, tuple(body))
 
 
+def async_filled_rings(kernel: Node) -> dict[str, tuple[str, str, str]]:
+    """ring -> (channel, param, how) for every ring an asynchronous copy fills, which a channel's
+    full barrier must wait for: how = "tma" (tma_load: its bytes are the barrier's expect_tx) or
+    "cp.async" (stage_scale [async=true]: tracked by cp.async.mbarrier.arrive).  Rings written
+    synchronously (stage_scale's st.shared) are published by the commit's arrive instead.  The
+    emitter and the interpreter's fill model both read this one definition."""
+    out = {}
+    for n in kernel.walk():
+        if n.op is Op.TMA_LOAD and len(n.args) > 3:
+            out[n.args[2]] = (n.args[0], n.args[3], "tma")
+        elif n.op is Op.STAGE_SCALE and n.get("async") and len(n.args) > 3:
+            out[n.args[2]] = (n.args[0], n.args[3], "cp.async")
+    return out
+
+
 def tma_filled_rings(kernel: Node) -> dict[str, tuple[str, str]]:
-    """ring -> (channel, param) for every ring a `tma_load` fills: exactly the bytes a channel's full
-    barrier expects per fill (rings written by other ops, e.g. stage_scale's st.shared, are published
-    by the commit's arrive instead).  The emitter's expect_tx and the interpreter's fill model both
-    read this one definition."""
-    return {n.args[2]: (n.args[0], n.args[3]) for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 3}
+    """ring -> (channel, param) of the rings TMA fills: exactly the bytes of a fill's expect_tx."""
+    return {r: (ch, p) for r, (ch, p, how) in async_filled_rings(kernel).items() if how == "tma"}
 
 
 def map_bodies(n: Node, fn) -> Node:

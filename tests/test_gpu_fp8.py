@@ -15,7 +15,7 @@ SHAPES = [(m, n, k) for m in (1, 64, 128, 4096) for n, k in NK] + \
 
 def _run(m, n, k, device="cuda:0", seed=None):
     from dgir import deep_gemm
-    from dgir.gpu_run import calc_diff, fp8_inputs
+    from dgir.gpu_run import fp8_inputs
     seed = torch.randint(0, 2**31, ()).item() if seed is None else seed   # fresh inputs every run
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device(device), seed)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
@@ -164,6 +164,32 @@ def test_sfa_in_any_layout(layout):
     assert torch.equal(t, sfa) and t.stride() == (1, (m + 3) // 4 * 4)
 
 
+def _run_config(m, n, k, cfg, variant, passes=None, runs=1):
+    """Launch one explicit config `runs` times on fresh random inputs, D poisoned before each launch:
+    (the loaded kernel, the outputs, the float64 reference)."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs
+    from dgir.ops.fp8_gemm import ceil_div
+    dev = torch.device("cuda:0")
+    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant=variant, passes=passes)
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
+    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
+    outs = []
+    for _ in range(runs):
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
+        kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, torch.cuda.current_stream(dev).cuda_stream)
+        torch.cuda.synchronize(dev)
+        outs.append(d)
+    return kern, outs, ref
+
+
+def _check(d, ref):
+    from dgir.gpu_run import calc_diff
+    assert torch.isfinite(d).all(), "some elements were never written (NaN poison survived)"
+    assert calc_diff(d.double(), ref) < 1e-3
+
+
 # clusters of 2 with TMA multicast: explicit configs (the default may or may not pick them); odd
 # m-block counts (B multicast: the pair's second tile lies past M), M below one block, long K
 CLUSTER_CASES = [(4096, 7168, 2048, 256, 128, 3, "2A"), (4097, 4096, 7168, 128, 128, 5, "2A"),
@@ -175,25 +201,12 @@ CLUSTER_CASES = [(4096, 7168, 2048, 256, 128, 3, "2A"), (4097, 4096, 7168, 128, 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,mc", CLUSTER_CASES,
                          ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_{c[6]}" for c in CLUSTER_CASES])
 def test_cluster_multicast_matches_reference(m, n, k, bm, bn, stages, mc):
-    from dgir import deep_gemm
-    from dgir.gpu_run import calc_diff, fp8_inputs
-    from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div
-    dev = torch.device("cuda:0")
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
     cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=int(mc[0]), multicast=mc[1])
-    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="cluster-test")
+    kern, outs, ref = _run_config(m, n, k, cfg, "cluster-test", runs=2)
     assert kern.cluster == int(mc[0])
-    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
-    outs = []
-    for _ in range(2):   # and bitwise stable
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, torch.cuda.current_stream(dev).cuda_stream)
-        torch.cuda.synchronize(dev)
-        outs.append(d)
-    assert torch.isfinite(outs[0]).all(), "some elements were never written (NaN poison survived)"
-    assert calc_diff(outs[0].double(), ref) < 1e-3
-    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))     # and bitwise stable
 
 
 # tiles that cross a 128-row B-scale block: every split column of each size (8 N tiles hit every
@@ -203,21 +216,10 @@ STRADDLE = [(64, 48, 8), (64, 80, 8), (64, 96, 8), (128, 112, 5), (128, 144, 5),
 
 @pytest.mark.parametrize("bm,bn,stages", STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}" for c in STRADDLE])
 def test_straddling_tiles_match_reference(bm, bn, stages):
-    from dgir import deep_gemm
-    from dgir.gpu_run import calc_diff, fp8_inputs
-    from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
     m, n, k = 200, 8 * bn, 1024
-    dev = torch.device("cuda:0")
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages)
-    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="straddle-test")
-    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
-    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-    kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, torch.cuda.current_stream(dev).cuda_stream)
-    torch.cuda.synchronize(dev)
-    assert torch.isfinite(d).all()
-    assert calc_diff(d.double(), ref) < 1e-3
+    _, (d,), ref = _run_config(m, n, k, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages), "straddle-test")
+    _check(d, ref)
 
 
 def test_autotune_times_candidates_and_records_the_winner(tmp_path, monkeypatch):
@@ -232,3 +234,16 @@ def test_autotune_times_candidates_and_records_the_winner(tmp_path, monkeypatch)
     deep_gemm._config_for.cache_clear()
     from dgir.runtime.device import properties
     assert deep_gemm._config("fp8_gemm_nt", 96, 1536, 1024, properties(0), 0) == best
+
+
+@pytest.mark.parametrize("bm,bn,stages,cl", [(64, 32, 8, 1), (128, 192, 4, 1), (256, 128, 3, 2)])
+def test_async_staged_b_scales_match_reference(bm, bn, stages, cl):
+    """stage_b_scales with cp.async (opt-in, not yet the default): correct on the GPU."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.passes.stage_b_scales import StageBScales
+    from dgir.pipeline import pipeline
+    m, n, k = 1000, 2112 if cl == 1 else 2048, 2048
+    passes = [StageBScales(async_copy=True, min_tile=0) if p.name == "stage_b_scales" else p for p in pipeline("sm90a")]
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl)
+    _, (d,), ref = _run_config(m, n, k, cfg, "sfb-async", passes=passes)
+    _check(d, ref)

@@ -71,3 +71,18 @@ def test_persistent_grid_whole_clusters_and_two_ctas_per_sm():
     # two CTAs per SM: up to 264
     assert persistent_grid(64, 64, 512, 1, 132, ctas_per_sm=2) == 264
     assert persistent_grid(64, 64, 200, 1, 132, ctas_per_sm=2) == 200
+
+
+def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
+    """cp.async copies of the B scales: tracked by cp.async.mbarrier.arrive before the commit's
+    expect_tx arrive, and not counted in the expect_tx bytes."""
+    import re
+    from dgir.passes.stage_b_scales import StageBScales
+    from dgir.pipeline import pipeline
+    passes = [StageBScales(async_copy=True, min_tile=0) if p.name == "stage_b_scales" else p for p in pipeline("sm90a")]
+    cfg = Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2)
+    ptx = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg, passes=passes).ptx
+    assert ptx.count("cp.async.ca.shared.global") == 2 and "st.shared.f32" not in ptx
+    arrive = ptx.index("cp.async.mbarrier.arrive.shared::cta.b64")
+    assert arrive < ptx.index("mbarrier.arrive.expect_tx", arrive)
+    assert re.search(r"expect_tx\.shared::cta\.b64 _, \[%r\d+\], 50176;", ptx)     # A + B + SFA only

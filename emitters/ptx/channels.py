@@ -10,23 +10,35 @@ if TYPE_CHECKING:
     from .emit import Emitter
 
 
-def _global_scalar(self: Emitter, param: str, row, col) -> str:
-    """f32 register <- param[row, col] of a row-major f32 param (read-only path)."""
+def _scalar_address(self: Emitter, param: str, row, col) -> str:
+    """Global address of param[row, col] of a row-major f32 param."""
     b = self.b
     ncols = self.decls[param].type.shape[1]
-    ptr, off, w, d = b.reg("b64"), b.reg(), b.reg("b64"), b.reg("f32")
+    ptr, off, w = b.reg("b64"), b.reg(), b.reg("b64")
     b(f"ld.param.u64 {ptr}, [ptr_{param}];")
     b(f"cvta.to.global.u64 {ptr}, {ptr};")
     b(f"mad.lo.u32 {off}, {self.val(row)}, {ncols}, {self.val(col)};")
     b(f"mul.wide.u32 {w}, {off}, 4;")
     b(f"add.s64 {ptr}, {ptr}, {w};")
-    b(f"ld.global.nc.f32 {d}, [{ptr}];")
+    return ptr
+
+
+def _global_scalar(self: Emitter, param: str, row, col) -> str:
+    """f32 register <- param[row, col] (read-only path)."""
+    d = self.b.reg("f32")
+    self.b(f"ld.global.nc.f32 {d}, [{_scalar_address(self, param, row, col)}];")
     return d
 
 
 def _stage_scale(self: Emitter, n: Node) -> None:
-    """Producer thread: global f32 -> its acquired slot; the commit's arrive (release) publishes it."""
+    """Producer thread: global f32 -> its acquired slot.  Synchronous: a load and st.shared, which the
+    commit's arrive (release) publishes; the thread waits for the load.  [async]: cp.async, which the
+    commit tracks with cp.async.mbarrier.arrive, so the thread goes on at once."""
     ch, ctr, ring, param, row, col, idx = n.args
+    if n.get("async"):
+        dst = self.smem_addr(ring, ctr, 4 * idx)
+        self.b(f"cp.async.ca.shared.global [{dst}], [{_scalar_address(self, param, row, col)}], 4;")
+        return
     v = _global_scalar(self, param, row, col)
     self.b(f"st.shared.f32 [{self.smem_addr(ring, ctr, 4 * idx)}], {v};")
 
@@ -70,6 +82,9 @@ def _commit(self: Emitter, n: Node) -> None:
             box = param.get("box")
             fitted.append((box[axis], a, box[1 - axis] * param.type.dtype.bits // 8))
     addr, _ = self.barrier(n.args[0], n.args[1], "full")
+    if n.args[0] in self.cp_async_channels:
+        # one more pending arrival, made when this thread's cp.async copies (the staged scales) land
+        b(f"cp.async.mbarrier.arrive.shared::cta.b64 [{addr}];")
     if not fitted:
         b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{addr}], {fixed};")
         return

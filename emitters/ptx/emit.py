@@ -7,7 +7,7 @@ is N/2 registers per thread; thread t of the warpgroup owns rows 16*(t/32) + (t%
 """
 from __future__ import annotations
 
-from dgir.ir import SCALAR_OPS, Node, Op, tma_filled_rings
+from dgir.ir import SCALAR_OPS, Node, Op, async_filled_rings, tma_filled_rings
 
 from .builder import PtxBuilder
 from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _wait
@@ -42,6 +42,7 @@ class Emitter:
         self.tiles: dict[str, list[str]] = {}  # register tile -> f32 registers of this thread
         # which param each ring is filled from (for the stage's expect_tx byte count)
         self.ring_param = {ring: param for ring, (_, param) in tma_filled_rings(kernel).items()}
+        self.cp_async_channels = {ch for ch, _, how in async_filled_rings(kernel).values() if how == "cp.async"}
 
     # --- helpers -------------------------------------------------------------------------------
     def val(self, a) -> str:
