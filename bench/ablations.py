@@ -69,14 +69,16 @@ class ScaleAtEnd(Pass):
         return kernel.with_body(rewrite(kernel.body))
 
 
-def pipeline_with(replace: dict | None = None, drop: tuple = ()) -> list:
-    """The sm90a pipeline with passes replaced (name -> pass) or dropped."""
+def pipeline_with(replace: dict | None = None, drop: tuple = (), after: dict | None = None) -> list:
+    """The sm90a pipeline with passes replaced (name -> pass), dropped, or added after one (name -> pass)."""
     from dgir.pipeline import pipeline
     out = []
     for p in pipeline("sm90a"):
         if p.name in drop:
             continue
         out.append((replace or {}).get(p.name, p))
+        if p.name in (after or {}):
+            out.append(after[p.name])
     return out
 
 

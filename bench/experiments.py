@@ -18,6 +18,7 @@ from common import calc_diff, do_bench, header, write  # noqa: E402
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
+from dgir.passes.order_wgmma_issue import PASS as ORDER_WGMMA  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
 VARIANTS = {
@@ -28,6 +29,7 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
+    "pingpong": lambda: pipeline_with(after={"interleave_ffma": ORDER_WGMMA}),   # math warpgroups alternate
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
 }

@@ -285,6 +285,7 @@ class _Cta:
         self.exited = False                          # every task of the CTA has ended
         self.sync_arrivals: dict[tuple, int] = {}   # (region, k) -> arrivals
         self.split_results: dict[tuple, int] = {}   # (region, k) -> "this CTA reduces" of arrive k
+        self.turns: dict[tuple, list] = {}           # (region, barrier of warpgroup g) -> [passes, waits]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -350,7 +351,7 @@ class _Machine:
             Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.STAGE_SCALE: self._stage_scale,
             Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
             Op.TMA_STORE: self._tma_store, Op.TMA_STORE_WAIT: self._tma_store_wait,
-            Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync,
+            Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync, Op.TURN: self._turn,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
@@ -490,6 +491,10 @@ class _Machine:
                 alive.remove(t)
                 if not any(x.cta is t.cta for x in alive):
                     t.cta.exited = True
+                    dangling = {k: v for k, v in t.cta.turns.items() if v[0] != v[1]}
+                    if dangling:   # a bar.arrive nobody synced on: the named barrier is left mid-generation
+                        raise RaceError(f"CTA {t.cta.block_id} ends with turns passed but not taken "
+                                        f"(region, warpgroup) -> [passes, waits]: {dangling}")
             except DeadlockError:
                 raise
             except Exception as e:
@@ -951,6 +956,30 @@ class _Machine:
         if arr[key] < need:
             yield _Blocker(lambda: arr[key] >= need,
                            lambda: f"sync #{key[1]} of its warpgroup region: {arr[key]}/{need} warpgroups arrived")
+
+    def _turn(self, t: _Task, n: Node):
+        """Two named barriers, one per warpgroup: `pass` arrives on the other one's, `wait` syncs on
+        one's own (a bar.arrive / bar.sync pair of 256 threads).  A barrier may run at most one
+        generation ahead: a second pass before the matching wait would mix generations (RaceError);
+        every pass must be waited for before the warpgroups end (checked at the end of the region)."""
+        if t.n_wgs != 2:
+            raise InterpError(f"turn needs a region of exactly two warpgroups, this one has {t.n_wgs}")
+        step, me = n.get("step"), t.wg_local
+        mine, other = t.cta.turns.setdefault((t.region, me), [0, 0]), t.cta.turns.setdefault((t.region, 1 - me), [0, 0])
+        if step in ("prime", "drain") and me != (1 if step == "prime" else 0):
+            return                                          # the other warpgroup's step
+        if step in ("pass", "prime"):
+            if other[0] > other[1]:
+                raise RaceError(f"turn {step}: warpgroup {1 - me} has not taken the previous turn yet "
+                                f"(its barrier would run two generations ahead)")
+            other[0] += 1
+        elif step in ("wait", "drain"):
+            k = mine[1] + 1
+            if mine[0] < k:
+                yield _Blocker(lambda: mine[0] >= k, lambda: f"turn {step}: waiting for warpgroup {1 - me}'s pass #{k}")
+            mine[1] = k
+        else:
+            raise InterpError(f"turn: unknown step {step!r}")
 
     # --- split-K epilogue ---------------------------------------------------------------------------
     def _split_store(self, t: _Task, n: Node):

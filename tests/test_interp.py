@@ -541,3 +541,37 @@ def test_multicast_into_a_cta_channel_is_caught():
 
 def test_cluster_kernel_runs_clean_over_seeds():
     assert _run_seeds(_cluster_kernel()) == []
+
+
+# --- turns (order_wgmma_issue): the two math warpgroups alternate; unbalanced turns are caught -------
+def _pingpong_kernel():
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.passes.order_wgmma_issue import PASS as ORDER
+    from dgir.pipeline import pipeline, run_pipeline
+    passes = list(pipeline("sm90a"))
+    passes.insert([p.name for p in passes].index("interleave_ffma") + 1, ORDER)
+    return run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=2, num_sms=2)), passes)
+
+
+def test_turns_alternate_and_keep_the_result():
+    kern = _pingpong_kernel()
+    steps = [n.get("step") for n in kern.walk() if n.op is Op.TURN]
+    assert steps[0] == "prime" and steps[-1] == "drain" and steps.count("wait") == steps.count("pass")
+    ins = fp8_gemm_inputs(256, 256, 512, seed=2)
+    ins.pop("D")
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    ref = run_kernel(lower(Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=2, num_sms=2)), ins)["D"]
+    for seed in range(3):
+        assert torch.equal(run_kernel(kern, ins, seed=seed)["D"].view(torch.int16), ref.view(torch.int16))
+
+
+def test_turn_without_drain_or_pass_is_caught():
+    kern = _pingpong_kernel()
+    ins = fp8_gemm_inputs(256, 256, 512, seed=2)
+    ins.pop("D")
+    no_drain = _strip(kern, lambda n: n.op is Op.TURN and n.get("step") == "drain")
+    with pytest.raises(RaceError, match="turns passed but not taken"):
+        run_kernel(no_drain, ins)
+    no_pass = _strip(kern, lambda n: n.op is Op.TURN and n.get("step") == "pass")
+    with pytest.raises(DeadlockError, match="turn wait: waiting for warpgroup"):
+        run_kernel(no_pass, ins)

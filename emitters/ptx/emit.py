@@ -14,7 +14,7 @@ from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _rel
 from .epilogue import (_split_arrive, _split_reduce, _split_reset, _split_store, _stage_out, _store_direct, _sync,
                        _tma_store, _tma_store_wait)
 from .errors import EmitError
-from .mma import _promote, _scale, _smem_read, _wgmma, _wgmma_wait, _zero
+from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
 
 PTX_VERSION = "8.7"
 
@@ -313,7 +313,7 @@ EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
              Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
              Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,
-             Op.PROMOTE: _promote, Op.SCALE: _scale,
+             Op.PROMOTE: _promote, Op.SCALE: _scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
              Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset})

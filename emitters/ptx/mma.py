@@ -159,3 +159,25 @@ def _scale(self: Emitter, n: Node) -> None:
     scales = _scales(self, sfa, sb0, sb1, n0, 2 * len(A))
     for v in range(len(A)):
         self.b(f"mul.f32 {A[v]}, {A[v]}, {scales[v // 4][(v // 2) % 2]};")
+
+
+TURN_BARRIER = 13     # named barriers 13 (warpgroup 0's turn) and 14 (warpgroup 1's); 0-2 and 15 are taken
+
+
+def _turn(self: Emitter, n: Node) -> None:
+    """Two warpgroups take turns: `wait` syncs on my barrier, `pass` arrives on the other's (256 threads
+    each: 128 arrive, 128 sync); `prime` (warpgroup 1 only) and `drain` (warpgroup 0 only) balance the
+    first and the last pass."""
+    b = self.b
+    step = n.get("step")
+    bar = b.reg()
+    if step in ("wait", "pass"):
+        if step == "wait":
+            b(f"add.u32 {bar}, {self.wg_local}, {TURN_BARRIER};")
+        else:
+            b(f"sub.u32 {bar}, {TURN_BARRIER + 1}, {self.wg_local};")
+        b(f"bar.{'sync' if step == 'wait' else 'arrive'} {bar}, 256;")
+        return
+    p = b.reg("pred")
+    b(f"setp.eq.u32 {p}, {self.wg_local}, {1 if step == 'prime' else 0};")
+    b(f"@{p} bar.{'arrive' if step == 'prime' else 'sync'} {TURN_BARRIER}, 256;")

@@ -1,0 +1,51 @@
+"""order_wgmma_issue: the two math warpgroups issue their wgmma groups in strict alternation."""
+from __future__ import annotations
+
+from dgir.ir import Node, Op
+
+from . import Pass
+
+
+class OrderWgmmaIssue(Pass):
+    """A scheduling pass for kernels whose math region has two warpgroups (BLOCK_M 128 / 256): each
+    wgmma group (one `wgmma` op: fence, the K steps, commit) is preceded by `turn [step=wait]` and
+    followed by `turn [step=pass]`, so warpgroup 0 issues its group, then warpgroup 1, then 0 again.
+    Without it both warpgroups can issue at once; if the tensor cores then share their work
+    between the two groups, both finish together and both promote together while the tensor cores
+    idle.  With strict issue alternation, one warpgroup's promotion FFMAs run while the other's group
+    executes (CUTLASS's "ping-pong" idea, here per wgmma group instead of per tile).
+    `turn [step=prime]` at the top hands warpgroup 0 the first turn, `turn [step=drain]` at the end
+    takes warpgroup 1's last pass, so both named barriers end balanced (the interpreter checks that).
+
+    Not in the default pipeline: its effect on the H200 is not measured yet (bench/experiments.py
+    variant "pingpong"; register it with dgir.register_pass(PASS, after="interleave_ffma")).
+    """
+    name = "order_wgmma_issue"
+
+    def run(self, kernel: Node) -> Node:
+        if any(n.op is Op.TURN for n in kernel.walk()):
+            return kernel                                   # already applied
+        body = []
+        for r in kernel.body:
+            if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:
+                role = {"role": "mma"}
+                r = r.with_body([Node(Op.TURN, "", (), None, {"step": "prime", **role})] + self.order(r.body)
+                                + [Node(Op.TURN, "", (), None, {"step": "drain", **role})])
+            body.append(r)
+        return kernel.with_body(body)
+
+    def order(self, nodes) -> list[Node]:
+        out = []
+        for n in nodes:
+            if n.body:
+                n = n.with_body(self.order(n.body))
+            if n.op is Op.WGMMA:
+                role = {"role": n.role}
+                out += [Node(Op.TURN, "", (), None, {"step": "wait", **role}), n,
+                        Node(Op.TURN, "", (), None, {"step": "pass", **role})]
+                continue
+            out.append(n)
+        return out
+
+
+PASS = OrderWgmmaIssue()
