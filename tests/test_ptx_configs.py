@@ -86,3 +86,25 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     arrive = ptx.index("cp.async.mbarrier.arrive.shared::cta.b64")
     assert arrive < ptx.index("mbarrier.arrive.expect_tx", arrive)
     assert re.search(r"expect_tx\.shared::cta\.b64 _, \[%r\d+\], 50176;", ptx)     # A + B + SFA only
+
+
+@pytest.mark.parametrize("fields,match", [
+    (dict(block_m=96), "block_m must be 64, 128 or 256"),
+    (dict(block_m=256, block_n=192), "block_m=256 needs block_n <= 128"),
+    (dict(block_n=176), "three 128-row B-scale blocks"),
+    (dict(split_k=5), "split_k=5 must divide the 8 K blocks"),
+    (dict(cluster=3), "cluster must be 1, 2 or 4"),
+    (dict(cluster=2, multicast="C"), "multicast must be 'A' or 'B'"),
+    (dict(cluster=2, split_k=2), "cluster=2 needs split_k=1 and the tma epilogue"),
+    (dict(cluster=2, n=1152, block_n=128), "N=1152 has 9 tiles of 128 \\(not a multiple of 2\\)"),
+    (dict(cluster=4, multicast="B", block_n=48), "splits its 48-row panel in 4 parts"),
+    (dict(cluster=2, num_sms=131), "needs num_sms divisible by it"),
+    (dict(ctas_per_sm=3), "ctas_per_sm must be 1 or 2"),
+    (dict(ctas_per_sm=2, block_m=128), "ctas_per_sm=2 is for block_m=64 without clusters"),
+])
+def test_illegal_configs_are_rejected_naming_the_field(fields, match):
+    from dgir.ops import OpError
+    from dgir.ops.fp8_gemm import check_config
+    cfg = Fp8GemmConfig(**{"n": 1024, "k": 1024, "block_m": 128, "block_n": 128, "stages": 3, **fields})
+    with pytest.raises(OpError, match=match):
+        check_config(cfg)
