@@ -214,8 +214,38 @@ class Passes:
                 out.append(f"\n  {i:02d} {p.name}    [{src}]")
                 out.extend("       " + line if line else "" for line in doc.splitlines())
             out.append("")
+        extra = _optional_passes({p.name for t in TARGETS for p in _safe_pipeline(t)})
+        if extra:
+            out.append("optional passes (not in a pipeline; add one with dgir.register_pass or --plugin):")
+            for p in extra:
+                first = (inspect.getdoc(type(p)) or "").split("\n\n")[0].replace("\n", " ").split(". ")[0] + "."
+                out.append(f"  {p.name}    [{type(p).__module__}]\n       {first}")
         print("\n".join(out).rstrip())
         return 0
+
+
+def _safe_pipeline(target: str) -> list:
+    from .pipeline import pipeline
+    try:
+        return pipeline(target)
+    except ImportError:
+        return []
+
+
+def _optional_passes(used: set) -> list:
+    """PASS objects of dgir.passes modules that no pipeline runs (research passes to register)."""
+    import importlib
+    import pkgutil
+
+    from . import passes as pkg
+    out = []
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.ispkg:
+            continue
+        p = getattr(importlib.import_module(f"{pkg.__name__}.{mod.name}"), "PASS", None)
+        if p is not None and getattr(p, "name", None) not in used:
+            out.append(p)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

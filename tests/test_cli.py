@@ -403,3 +403,11 @@ def test_compile_config_override(capsys, tmp_path):
     assert rc == 2 and "stages takes a int" in err
     rc, out, err = run(capsys, *MAIN_JOB, "--config", "block_m=96")
     assert rc == 2 and "block_m must be 64, 128 or 256" in err
+
+
+def test_passes_lists_the_optional_research_passes(capsys):
+    rc, out, err = run(capsys, "passes", "--target", "sm90a")
+    assert rc == 0
+    tail = out[out.index("optional passes"):]
+    assert "order_wgmma_issue" in tail and "two warpgroups" in tail
+    assert "  interleave_ffma" not in tail                      # pipeline passes are not repeated
