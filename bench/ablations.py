@@ -5,7 +5,7 @@ promote_scales costs and what it buys.
 """
 from __future__ import annotations
 
-from dgir.ir import DType, Node, Op, Type
+from dgir.ir import DType, Node, Op, Type, expand_ops
 from dgir.passes import Pass
 
 
@@ -24,19 +24,8 @@ class CeilingNoPromotion(Pass):
     name = "ceiling_no_promotion"
 
     def run(self, kernel: Node) -> Node:
-        def rewrite(body):
-            out = []
-            for n in body:
-                if n.body:
-                    n = n.with_body(rewrite(n.body))
-                if n.op is Op.LOAD_SCALE:
-                    continue
-                if n.op is Op.MMA_SCALED:
-                    out += accumulating_wgmma(n)
-                    continue
-                out.append(n)
-            return out
-        return kernel.with_body(rewrite(kernel.body))
+        return expand_ops(kernel, lambda n: [] if n.op is Op.LOAD_SCALE else
+                          accumulating_wgmma(n) if n.op is Op.MMA_SCALED else [n])
 
 
 class ScaleAtEnd(Pass):
@@ -89,13 +78,5 @@ class UnitBScales(Pass):
     name = "unit_b_scales"
 
     def run(self, kernel: Node) -> Node:
-        def rewrite(body):
-            out = []
-            for n in body:
-                if n.body:
-                    n = n.with_body(rewrite(n.body))
-                if n.op is Op.LOAD_SCALE:
-                    n = Node(Op.CONST, n.name, (), Type(DType.f32), {"value": 0x3F800000, "role": n.role})
-                out.append(n)
-            return out
-        return kernel.with_body(rewrite(kernel.body))
+        one = lambda n: Node(Op.CONST, n.name, (), Type(DType.f32), {"value": 0x3F800000, "role": n.role})  # noqa: E731
+        return expand_ops(kernel, lambda n: [one(n) if n.op is Op.LOAD_SCALE else n])

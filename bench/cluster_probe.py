@@ -12,9 +12,9 @@ from ablations import pipeline_with  # noqa: E402
 from common import do_bench  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
-from dgir.gpu_run import calc_diff, fp8_inputs  # noqa: E402
+from dgir.gpu_run import calc_diff, fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ir import Op, map_bodies  # noqa: E402
-from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
+from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
 from dgir.passes import Pass  # noqa: E402
 
 
@@ -33,8 +33,6 @@ def main():
     if len(sys.argv) > 1:
         m, n, k = map(int, sys.argv[1].split(","))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 0, 2.0)
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
     d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
     variants = [("plain", 1, None), ("cluster-local", 2, pipeline_with(drop=("multicast_tma",)) + [LocalBarriers()]),
                 ("cluster-nomc", 2, pipeline_with(drop=("multicast_tma",))), ("cluster-mc", 2, None)]
@@ -43,7 +41,7 @@ def main():
             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=s, cluster=cl)
             kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="probe-" + name,
                                         passes=passes)
-            plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)
+            plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
             st = torch.cuda.current_stream(dev).cuda_stream
             d.fill_(float("nan"))
             plan(st)

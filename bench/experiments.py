@@ -16,8 +16,8 @@ from ablations import CeilingNoPromotion, ScaleAtEnd, UnitBScales, pipeline_with
 from common import calc_diff, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
-from dgir.gpu_run import fp8_inputs  # noqa: E402
-from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div  # noqa: E402
+from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
+from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
 from dgir.passes.order_wgmma_issue import PASS as ORDER_WGMMA  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
@@ -53,9 +53,7 @@ def run_one(spec: str, device, spread=2.0):
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                 variant=spec, config=cfg, sass_interleave=sass)
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
-    plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)   # the API's warm path
+    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
     run = lambda: plan(stream)  # noqa: E731
     run()

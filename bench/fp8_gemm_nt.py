@@ -21,7 +21,7 @@ from ablations import CeilingNoPromotion, ScaleAtEnd, pipeline_with  # noqa: E40
 from common import calc_diff, copy_gbps, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
-from dgir.gpu_run import fp8_inputs  # noqa: E402
+from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import ceil_div  # noqa: E402
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
@@ -45,10 +45,8 @@ def nbytes(m, n, k):
 def launcher(m, n, k, device, A, sfa, B, sfb, d, passes=None, variant="default", sass=False):
     """A zero-overhead launch closure for one kernel variant (the timed thing is the kernel)."""
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=passes, variant=variant, sass_interleave=sass)
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
     stream = torch.cuda.current_stream(device).cuda_stream
-    tensors = {"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}
+    tensors = kernel_tensors(A, sfa, B, sfb, d)
     return kern, (lambda: kern.launch(tensors, m, stream))
 
 

@@ -4,8 +4,8 @@ import sys
 import torch
 
 from dgir import deep_gemm
-from dgir.gpu_run import fp8_inputs
-from dgir.ops.fp8_gemm import Fp8GemmConfig, ceil_div
+from dgir.gpu_run import fp8_inputs, kernel_tensors
+from dgir.ops.fp8_gemm import Fp8GemmConfig
 
 m, n, k = map(int, sys.argv[1].split(","))
 bm, bn, s, *cl = sys.argv[2].split(",")
@@ -13,11 +13,9 @@ dev = torch.device("cuda", 0)
 cfg = Fp8GemmConfig(n=n, k=k, block_m=int(bm), block_n=int(bn), stages=int(s),
                     cluster=int(cl[0][0]) if cl else 1, multicast=cl[0][1:] if cl else "A")
 A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 0, 2.0)
-sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
 d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
 kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
-plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)
+plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
 for _ in range(3):
     plan(torch.cuda.current_stream(dev).cuda_stream)
 torch.cuda.synchronize()

@@ -41,23 +41,21 @@ def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 
     import torch
 
     from . import deep_gemm, tuning
-    from .gpu_run import calc_diff, fp8_inputs
+    from .gpu_run import calc_diff, fp8_inputs, kernel_tensors
     from .ops import OpError
-    from .ops.fp8_gemm import ceil_div
     from .runtime.device import properties
     if op != "fp8_gemm_nt":
         raise OpError(f"autotune: {op} has no GPU kernel to time (fp8_gemm_nt has)")
     props = properties(device_index)
     dev = torch.device("cuda", device_index)
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, seed=0)
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
     d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
+    tensors = kernel_tensors(A, sfa, B, sfb, d)
     stream = torch.cuda.current_stream(dev).cuda_stream
     timed = []
     for cfg in candidates(m, n, k, props.sms, top):
         kern = deep_gemm.get_kernel(op, m, n, k, dev, config=cfg, variant="autotune")
-        plan = kern.plan({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m)
+        plan = kern.plan(tensors, m)
         d.fill_(float("nan"))
         plan(stream)
         torch.cuda.synchronize(dev)

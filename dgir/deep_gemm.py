@@ -200,7 +200,7 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
     if tuned:
         hit = tuning.lookup(op, device_name, sms, m, n, k)
         if hit is not None:
-            cfg = _valid_config(operator, hit["config"])
+            cfg = _valid_config(hit["config"])
             if cfg is not None:
                 return cfg
     if autotune:
@@ -209,7 +209,7 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
     return operator.choose_config(m=m, n=n, k=k, num_sms=sms)
 
 
-def _valid_config(operator, fields: dict):
+def _valid_config(fields: dict):
     """The config an entry names, or None when it does not describe a legal config (stale entry)."""
     from .ops import OpError
     from .ops.fp8_gemm import Fp8GemmConfig, check_config

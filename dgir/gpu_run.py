@@ -40,6 +40,16 @@ def fp8_inputs(m: int, n: int, k: int, device, seed: int = 0, spread: float = 2.
     return A, sfa.contiguous(), B, sfb.contiguous(), ref
 
 
+def kernel_tensors(A, sfa, B, sfb, d) -> dict:
+    """The tensors a loaded fp8_gemm_nt kernel launches with: SFA as the kernel reads it, the
+    MN-major TMA-aligned copy viewed as [ceil(K/128), align(M, 4)] (what the public API passes too)."""
+    import torch
+    from . import deep_gemm
+    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    storage = torch.as_strided(sfa_mn, (sfa.shape[1], sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
+    return {"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}
+
+
 def run_fp8_gemm_nt(m, n, k, device="cuda:0", seed=0, time_it=True) -> dict:
     import torch
     from . import deep_gemm

@@ -264,5 +264,11 @@ def map_bodies(n: Node, fn) -> Node:
     return n.with_body(fn(n, new))
 
 
+def expand_ops(n: Node, fn) -> Node:
+    """Rebuild `n` bottom-up, replacing every node of every body by the list fn(node) returns
+    ([node] keeps it, [] drops it, several nodes splice them in)."""
+    return map_bodies(n, lambda parent, body: [x for c in body for x in fn(c)])
+
+
 def warpgroups(kernel: Node) -> list[Node]:
     return [n for n in kernel.body if n.op is Op.WARPGROUP]

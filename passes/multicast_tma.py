@@ -1,7 +1,7 @@
 """multicast_tma: load the operand a cluster shares once, half by each CTA, multicast to both."""
 from __future__ import annotations
 
-from dgir.ir import DType, Node, Op, Type
+from dgir.ir import DType, Node, Op, Type, expand_ops
 
 from . import Pass
 
@@ -33,25 +33,19 @@ class MulticastTma(Pass):
         part_rows = box[1] // C
         i32 = Type(DType.i32)
 
-        def rewrite(body):
-            out = []
-            for n in body:
-                if n.body:
-                    n = n.with_body(rewrite(n.body))
-                if n.op is Op.TMA_LOAD and n.args[3] == shared:
-                    ch, ctr, ring, p, c0, c1 = n.args
-                    role = {"role": n.role}
-                    # this CTA's rows of the panel: c1 + rank * part_rows
-                    out += [Node(Op.SREG, "mc_part", (), i32, {"which": "cluster_rank", **role}),
-                            Node(Op.MUL, "mc_rows", ("mc_part", part_rows), i32, role),
-                            Node(Op.ADD, "mc_c1", (c1, "mc_rows"), i32, role)]
-                    n = Node(Op.TMA_LOAD, "", (ch, ctr, ring, p, c0, "mc_c1", "mc_part"), None,
-                             {**n.a, "multicast": C})
-                out.append(n)
-            return out
+        def split(n: Node) -> list[Node]:
+            if not (n.op is Op.TMA_LOAD and n.args[3] == shared):
+                return [n]
+            ch, ctr, ring, p, c0, c1 = n.args
+            role = {"role": n.role}
+            # this CTA's rows of the panel: c1 + rank * part_rows
+            return [Node(Op.SREG, "mc_part", (), i32, {"which": "cluster_rank", **role}),
+                    Node(Op.MUL, "mc_rows", ("mc_part", part_rows), i32, role),
+                    Node(Op.ADD, "mc_c1", (c1, "mc_rows"), i32, role),
+                    Node(Op.TMA_LOAD, "", (ch, ctr, ring, p, c0, "mc_c1", "mc_part"), None, {**n.a, "multicast": C})]
 
         body = [param.with_attrs(box=(box[0], part_rows)) if n is param else n for n in kernel.body]
-        return kernel.with_body(rewrite(body))
+        return expand_ops(kernel.with_body(body), split)
 
 
 PASS = MulticastTma()

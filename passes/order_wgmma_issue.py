@@ -1,7 +1,7 @@
 """order_wgmma_issue: the two math warpgroups issue their wgmma groups in strict alternation."""
 from __future__ import annotations
 
-from dgir.ir import Node, Op
+from dgir.ir import Node, Op, expand_ops
 
 from . import Pass
 
@@ -29,23 +29,19 @@ class OrderWgmmaIssue(Pass):
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:
                 role = {"role": "mma"}
-                r = r.with_body([Node(Op.TURN, "", (), None, {"step": "prime", **role})] + self.order(r.body)
+                r = expand_ops(r, self.take_turns)
+                r = r.with_body([Node(Op.TURN, "", (), None, {"step": "prime", **role})] + list(r.body)
                                 + [Node(Op.TURN, "", (), None, {"step": "drain", **role})])
             body.append(r)
         return kernel.with_body(body)
 
-    def order(self, nodes) -> list[Node]:
-        out = []
-        for n in nodes:
-            if n.body:
-                n = n.with_body(self.order(n.body))
-            if n.op is Op.WGMMA:
-                role = {"role": n.role}
-                out += [Node(Op.TURN, "", (), None, {"step": "wait", **role}), n,
-                        Node(Op.TURN, "", (), None, {"step": "pass", **role})]
-                continue
-            out.append(n)
-        return out
+    @staticmethod
+    def take_turns(n: Node) -> list[Node]:
+        if n.op is not Op.WGMMA:
+            return [n]
+        role = {"role": n.role}
+        return [Node(Op.TURN, "", (), None, {"step": "wait", **role}), n,
+                Node(Op.TURN, "", (), None, {"step": "pass", **role})]
 
 
 PASS = OrderWgmmaIssue()

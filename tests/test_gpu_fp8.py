@@ -168,17 +168,14 @@ def _run_config(m, n, k, cfg, variant, passes=None, runs=1):
     """Launch one explicit config `runs` times on fresh random inputs, D poisoned before each launch:
     (the loaded kernel, the outputs, the float64 reference)."""
     from dgir import deep_gemm
-    from dgir.gpu_run import fp8_inputs
-    from dgir.ops.fp8_gemm import ceil_div
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
     dev = torch.device("cuda:0")
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant=variant, passes=passes)
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
-    sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    storage = torch.as_strided(sfa_mn, (ceil_div(k, 128), sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
     outs = []
     for _ in range(runs):
         d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch({"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}, m, torch.cuda.current_stream(dev).cuda_stream)
+        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
         torch.cuda.synchronize(dev)
         outs.append(d)
     return kern, outs, ref
