@@ -1,7 +1,9 @@
 """Helpers shared by the compiler-core tests (configs, pipeline runs, IR surgery)."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 from dataclasses import replace
 
 import pytest
@@ -98,3 +100,20 @@ def k_loops(kernel: Node) -> list[Node]:
 
 __all__ = ["CONFIGS", "SOME_CONFIGS", "DEFAULT", "cfg_id", "stages_for", "stage", "final", "edit", "region",
            "k_loops", "replace", "emitter"]
+
+
+@contextlib.contextmanager
+def ascend_emu_env(cache_dir):
+    """Environment for emulator runs: a private binary cache, and strict cross-core flag checking
+    (flag credits must balance at kernel end); restored afterwards."""
+    old = {k: os.environ.get(k) for k in ("DGIR_ASCEND_EMU_CACHE", "ASCENDC_EMU_STRICT_XFLAG")}
+    os.environ["DGIR_ASCEND_EMU_CACHE"] = str(cache_dir)
+    os.environ["ASCENDC_EMU_STRICT_XFLAG"] = "1"
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

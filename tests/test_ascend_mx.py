@@ -9,12 +9,12 @@ Layout chosen here (documented in dgir/ops/ascend_gemm.py): SFA [M, 2*ceil(K/64)
 K >= 1 for FP8, even K for FP4 (rows start on a byte).  The emulator is documented semantics, not hardware."""
 import dataclasses
 import json
-import os
 import shutil
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from dgir_testlib import ascend_emu_env
 
 torch = pytest.importorskip("torch")
 
@@ -49,15 +49,8 @@ def _id(case):
 
 @pytest.fixture(scope="module", autouse=True)
 def _emu_env(tmp_path_factory):
-    old = {k: os.environ.get(k) for k in ("DGIR_ASCEND_EMU_CACHE", "ASCENDC_EMU_STRICT_XFLAG")}
-    os.environ["DGIR_ASCEND_EMU_CACHE"] = str(tmp_path_factory.mktemp("ascend_mx_cache"))
-    os.environ["ASCENDC_EMU_STRICT_XFLAG"] = "1"
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with ascend_emu_env(tmp_path_factory.mktemp("ascend_mx_cache")):
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -3,17 +3,17 @@ g++ against the emulator (emitters/ascendc/emu/ascendc_emu.h) -> compared with t
 -fsyntax-only spelling check against ascendc_api_decls.h, bad input, the CLI JSON line and the dumps.
 The emulator stands for documented AscendC semantics, not for hardware; timings are the cost MODEL's."""
 import json
-import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from dgir_testlib import ascend_emu_env
 
 torch = pytest.importorskip("torch")
 
 import dgir  # noqa: E402
 from dgir import ascend_run  # noqa: E402
-from dgir.ir import Node, Op, map_bodies  # noqa: E402
+from dgir.ir import Op, map_bodies  # noqa: E402
 from dgir.ops import OpError  # noqa: E402
 from dgir.pipeline import pipeline  # noqa: E402
 
@@ -40,15 +40,8 @@ def _id(case):
 
 @pytest.fixture(scope="module", autouse=True)
 def _emu_env(tmp_path_factory):
-    old = {k: os.environ.get(k) for k in ("DGIR_ASCEND_EMU_CACHE", "ASCENDC_EMU_STRICT_XFLAG")}
-    os.environ["DGIR_ASCEND_EMU_CACHE"] = str(tmp_path_factory.mktemp("ascend_emu_cache"))
-    os.environ["ASCENDC_EMU_STRICT_XFLAG"] = "1"      # cross-core flag credits must balance at kernel end
-    yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
+    with ascend_emu_env(tmp_path_factory.mktemp("ascend_emu_cache")):
+        yield
 
 
 @pytest.fixture(scope="module")
