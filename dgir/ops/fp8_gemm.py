@@ -89,10 +89,6 @@ class Fp8GemmConfig:
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{direct}{cl}{occ}")
 
-    def grid(self, m: int) -> int:
-        return persistent_grid(m, self.block_m, self.n_blocks, self.split_k, self.num_sms, self.cluster,
-                               self.multicast, self.ctas_per_sm)
-
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
                     multicast: str = "A", ctas_per_sm: int = 1) -> int:
