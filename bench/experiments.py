@@ -18,7 +18,6 @@ from common import calc_diff, do_bench, header, write  # noqa: E402
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
-from dgir.passes.order_wgmma_issue import PASS as ORDER_WGMMA  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
 VARIANTS = {
@@ -29,13 +28,36 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
-    "pingpong": lambda: pipeline_with(after={"interleave_ffma": ORDER_WGMMA}),   # math warpgroups alternate
+    "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
 }
 
 
-def run_one(spec: str, device, spread=2.0):
+def sustained_clocks(run, seconds=1.5) -> dict:
+    """Median SM clock (MHz) and board power (W) that nvidia-smi samples every 50 ms while `run` is
+    launched back to back for `seconds`: FP8 GEMMs on the H200 are power-limited, so two kernels of
+    equal work can run at different clocks."""
+    import statistics
+    import subprocess
+    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits",
+                            "-lms", "50"], stdout=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while time.time() - t0 < seconds:
+        for _ in range(20):
+            run()
+        torch.cuda.synchronize()
+    smi.terminate()
+    samples = [tuple(map(float, line.split(","))) for line in smi.communicate()[0].splitlines()
+               if line.count(",") == 1 and "N/A" not in line]
+    samples = samples[len(samples) // 4:]          # drop the ramp
+    if not samples:
+        return {}
+    return {"sm_mhz": statistics.median(c for c, _ in samples), "power_w": statistics.median(p for _, p in samples)}
+
+
+def run_one(spec: str, device, spread=2.0, clocks=False):
     shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
     variant = variant or "default"
     sass = variant.endswith("+sass")
@@ -48,9 +70,18 @@ def run_one(spec: str, device, spread=2.0):
                             stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
                             split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
                             cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
-                            ctas_per_sm=int(kw.get("o", 1)))
+                            ctas_per_sm=int(kw.get("o", 1)),
+                            math_order="alternate" if kw.get("mo") == "alt" or variant_base == "pingpong"
+                            else "together")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
+    if variant_base == "cublas":              # the baseline in the same conditions (clocks included)
+        scale_a = sfa.t().contiguous().t()
+        run = lambda: torch._scaled_mm(A, B.t(), scale_a=scale_a, scale_b=sfb.t(), out_dtype=torch.bfloat16)  # noqa: E731
+        diff = calc_diff(run().double(), ref)
+        ms = do_bench(run)
+        return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
+                "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                 variant=spec, config=cfg, sass_interleave=sass)
     plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)   # the API's warm path
@@ -66,13 +97,14 @@ def run_one(spec: str, device, spread=2.0):
     return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
             "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
             "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,
-            "sass_patch": getattr(res, "sass_patch", "")}
+            "sass_patch": getattr(res, "sass_patch", ""), **(sustained_clocks(run) if clocks else {})}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--spread", type=float, default=2.0)
+    ap.add_argument("--clocks", action="store_true", help="also sample SM clock and power under sustained load")
     ap.add_argument("specs", nargs="+")
     args = ap.parse_args()
     device = torch.device("cuda", 0)
@@ -81,7 +113,7 @@ def main():
     for spec in args.specs:
         t0 = time.time()
         try:
-            r = run_one(spec, device, args.spread)
+            r = run_one(spec, device, args.spread, args.clocks)
         except Exception as e:
             r = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:400]}"}
         r["wall_s"] = round(time.time() - t0, 2)

@@ -27,7 +27,7 @@ while [ $# -gt 0 ]; do
     exp)
       spec=$2; shift
       timeout "${EXP_TIMEOUT:-240}" python3 "$R/bench/experiments.py" --out "$OUT/$(basename "$spec" .txt)_exp.json" \
-        $(cat "$R/$spec") 2>&1 | cut -c1-200 ;;
+        ${EXP_ARGS:-} $(cat "$R/$spec") 2>&1 | cut -c1-200 ;;
     *) echo "unknown step $1"; exit 2 ;;
   esac
   shift

@@ -17,14 +17,16 @@ class OrderWgmmaIssue(Pass):
     `turn [step=prime]` at the top hands warpgroup 0 the first turn, `turn [step=drain]` at the end
     takes warpgroup 1's last pass, so both named barriers end balanced (the interpreter checks that).
 
-    Not in the default pipeline: its effect on the H200 is not measured yet (bench/experiments.py
-    variant "pingpong"; register it with dgir.register_pass(PASS, after="interleave_ffma")).
+    The schedule is chosen per kernel: the pass acts on kernels lowered with the config knob
+    `math_order="alternate"` (kernel attr `math_order`) and leaves the others alone.  Measured on
+    the H200 (bench/TUNING.md step 14): +7% for 128x192 tiles at 4096x2112x7168, within +-2%
+    for 256x128, -1.6% for the interleaved 128x128 loop; so the tuned table picks it per shape.
     """
     name = "order_wgmma_issue"
 
     def run(self, kernel: Node) -> Node:
-        if any(n.op is Op.TURN for n in kernel.walk()):
-            return kernel                                   # already applied
+        if kernel.get("math_order") != "alternate" or any(n.op is Op.TURN for n in kernel.walk()):
+            return kernel                                   # not asked for, or already applied
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:

@@ -246,15 +246,11 @@ def test_async_staged_b_scales_match_reference(bm, bn, stages, cl):
     _check(d, ref)
 
 
-@pytest.mark.parametrize("bm,bn,stages,cl", [(128, 128, 5, 1), (256, 128, 3, 2)])
-def test_ordered_wgmma_issue_matches_reference(bm, bn, stages, cl):
-    """order_wgmma_issue (opt-in, not yet measured): the two math warpgroups alternate; correct and done."""
+@pytest.mark.parametrize("bm,bn,stages,cl", [(128, 128, 5, 1), (256, 128, 3, 2), (128, 192, 4, 1)])
+def test_alternating_math_order_matches_reference(bm, bn, stages, cl):
+    """math_order="alternate" (order_wgmma_issue): the two math warpgroups take turns; correct and done."""
     from dgir.ops.fp8_gemm import Fp8GemmConfig
-    from dgir.passes.order_wgmma_issue import PASS as ORDER
-    from dgir.pipeline import pipeline
-    passes = list(pipeline("sm90a"))
-    passes.insert([p.name for p in passes].index("interleave_ffma") + 1, ORDER)
-    m, n, k = 1000, 2048, 2048
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl)
-    _, (d,), ref = _run_config(m, n, k, cfg, "pingpong", passes=passes)
+    m, n, k = 1000, 2112 if bn == 192 else 2048, 2048
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, math_order="alternate")
+    _, (d,), ref = _run_config(m, n, k, cfg, "alternate")
     _check(d, ref)

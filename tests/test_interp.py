@@ -544,23 +544,31 @@ def test_cluster_kernel_runs_clean_over_seeds():
 
 
 # --- turns (order_wgmma_issue): the two math warpgroups alternate; unbalanced turns are caught -------
-def _pingpong_kernel():
+def _pingpong_kernel(bm=128):
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
-    from dgir.passes.order_wgmma_issue import PASS as ORDER
     from dgir.pipeline import pipeline, run_pipeline
-    passes = list(pipeline("sm90a"))
-    passes.insert([p.name for p in passes].index("interleave_ffma") + 1, ORDER)
-    return run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=2, num_sms=2)), passes)
+    cfg = Fp8GemmConfig(n=256, k=512, block_m=bm, block_n=128, stages=2, num_sms=2, math_order="alternate")
+    return run_pipeline(lower(cfg), pipeline("sm90a"))
 
 
-def test_turns_alternate_and_keep_the_result():
-    kern = _pingpong_kernel()
+def test_math_order_together_gets_no_turns():
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.pipeline import pipeline, run_pipeline
+    kern = run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=2, num_sms=2)),
+                        pipeline("sm90a"))
+    assert not any(n.op is Op.TURN for n in kern.walk())
+    assert _pingpong_kernel().name.endswith("_alt")
+
+
+@pytest.mark.parametrize("bm", [128, 256])
+def test_turns_alternate_and_keep_the_result(bm):
+    kern = _pingpong_kernel(bm)
     steps = [n.get("step") for n in kern.walk() if n.op is Op.TURN]
     assert steps[0] == "prime" and steps[-1] == "drain" and steps.count("wait") == steps.count("pass")
     ins = fp8_gemm_inputs(256, 256, 512, seed=2)
     ins.pop("D")
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
-    ref = run_kernel(lower(Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=2, num_sms=2)), ins)["D"]
+    ref = run_kernel(lower(Fp8GemmConfig(n=256, k=512, block_m=bm, block_n=128, stages=2, num_sms=2)), ins)["D"]
     for seed in range(3):
         assert torch.equal(run_kernel(kern, ins, seed=seed)["D"].view(torch.int16), ref.view(torch.int16))
 

@@ -51,6 +51,9 @@ class Fp8GemmConfig:
     ctas_per_sm: int = 1         # 2: two CTAs share each SM (half the registers and shared memory
                                  # each), so two K-block chains run side by side: for small M, where
                                  # one CTA's serial chain (wait, wgmma, promote) is the bottleneck
+    math_order: str = "together"  # "alternate": the two math warpgroups take turns issuing their wgmma
+                                 # groups (order_wgmma_issue pass), so one promotes while the other's
+                                 # group runs; "together": each issues as soon as its operands are ready
 
     @property
     def math_wgs(self) -> int:
@@ -86,8 +89,9 @@ class Fp8GemmConfig:
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
+        alt = "_alt" if self.math_order == "alternate" else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{direct}{cl}{occ}")
+                f"{split}{direct}{cl}{occ}{alt}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -289,6 +293,11 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
+    if cfg.math_order not in ("together", "alternate"):
+        raise OpError(f"fp8_gemm_nt: math_order must be 'together' or 'alternate', got {cfg.math_order!r}")
+    if cfg.math_order == "alternate" and cfg.math_wgs != 2:
+        raise OpError(f"fp8_gemm_nt: math_order='alternate' needs two math warpgroups (block_m >= 128), "
+                      f"got block_m={cfg.block_m}")
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
@@ -456,6 +465,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
              "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key(), "split_k": SK}
     if cfg.ctas_per_sm > 1:
         attrs["ctas_per_sm"] = cfg.ctas_per_sm
+    if cfg.math_order != "together":
+        attrs["math_order"] = cfg.math_order      # read by the order_wgmma_issue pass
     if CL > 1:
         attrs.update(cluster=CL, multicast=cfg.multicast)
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))

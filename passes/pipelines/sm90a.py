@@ -1,8 +1,8 @@
 """The Hopper (sm_90a) pipeline, in order.  The lowered IR comes first (dump 00), then each pass
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
-from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, prefetch_tma_descriptors,
-               promote_scales, schedule_mma, stage_b_scales)
+from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, order_wgmma_issue,
+               prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -17,6 +17,9 @@ PIPELINE = [
     schedule_mma.PASS,
     # materialise the schedule: double-buffered partial, promotion FFMAs overlap the next wgmma
     interleave_ffma.PASS,
+    # schedule (data, from the config's math_order): the two math warpgroups take turns issuing
+    # their wgmma groups, so one promotes while the other's group runs (kernels that ask for it)
+    order_wgmma_issue.PASS,
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
     # (a no-op for kernels without clusters)
     multicast_tma.PASS,
