@@ -24,6 +24,7 @@ VARIANTS = {
     "default": lambda: None,
     "noint": lambda: pipeline_with(drop=("interleave_ffma", "schedule_mma")),
     "nopref": lambda: pipeline_with(drop=("prefetch_tma_descriptors",)),
+    "noovl": lambda: pipeline_with(drop=("overlap_epilogue",)),   # epilogue not overlapped
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop

@@ -32,6 +32,7 @@ VARIANTS = {   # name -> (passes, sass_interleave)
     "no_prefetch": (lambda: pipeline_with(drop=("prefetch_tma_descriptors",)), False),
     "no_stage_b_scales": (lambda: pipeline_with(drop=("stage_b_scales",)), False),
     "no_multicast": (lambda: pipeline_with(drop=("multicast_tma",)), False),   # same tiles, no multicast
+    "no_overlap_epilogue": (lambda: pipeline_with(drop=("overlap_epilogue",)), False),
     "no_interleave": (lambda: pipeline_with(drop=("schedule_mma", "interleave_ffma")), False),
     "sass_interleave": (lambda: None, True),
     "ceiling_no_promotion": (lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}), False),
@@ -134,7 +135,8 @@ def main():
             add(measure(m, n, k, device))
         except Exception as e:
             add({"variant": "default", "m": m, "n": n, "k": k, "error": f"{type(e).__name__}: {str(e)[:300]}"})
-    ablation_shapes = [(4096, 7168, 16384), (4096, 7168, 2048), (128, 7168, 16384), (64, 2112, 7168)]
+    ablation_shapes = [(4096, 7168, 16384), (4096, 7168, 2048), (4096, 32768, 512), (128, 7168, 16384),
+                       (64, 2112, 7168)]
     for m, n, k in ablation_shapes[: 2 if args.quick else None]:
         for name, (passes, sass) in VARIANTS.items():
             try:

@@ -583,3 +583,46 @@ def test_turn_without_drain_or_pass_is_caught():
     no_pass = _strip(kern, lambda n: n.op is Op.TURN and n.get("step") == "pass")
     with pytest.raises(DeadlockError, match="turn wait: waiting for warpgroup"):
         run_kernel(no_pass, ins)
+
+
+# --- overlap_epilogue: the next tile's first wgmma runs during this tile's epilogue -------------------
+def _overlap_kernel(**kw):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.pipeline import pipeline, run_pipeline
+    cfg = Fp8GemmConfig(**{"n": 512, "k": 512, "block_m": 256, "block_n": 128, "stages": 2, "num_sms": 2,
+                           "cluster": 2, **kw})
+    return run_pipeline(lower(cfg), pipeline("sm90a"))
+
+
+@pytest.mark.parametrize("kw", [{}, {"block_m": 128, "block_n": 192, "n": 576, "cluster": 1, "math_order": "alternate"},
+                                {"block_m": 128, "block_n": 144, "n": 288, "cluster": 1, "num_sms": 1}])
+def test_overlapped_epilogue_matches_reference_over_several_tiles(kw):
+    kern = _overlap_kernel(**kw)
+    loops = [n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue")]
+    assert loops and loops[0].get("overlap_epilogue") == "next tile's first wgmma"
+    ifs = [n for n in loops[0].body if n.op is Op.IF]          # the next tile's wgmma, before the epilogue
+    assert ifs and any(c.op is Op.WGMMA for c in ifs[0].body)
+    assert loops[0].body.index(ifs[0]) < [c.op for c in loops[0].body].index(Op.STAGE_OUT)
+    ins = fp8_gemm_inputs(300, kern.get("n"), kern.get("k"), seed=4)      # 2 m blocks: several tiles per CTA
+    ins.pop("D")
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    for seed in range(3):
+        assert calc_diff(run_kernel(kern, ins, seed=seed)["D"].double(), ref.double()) < 1e-5
+
+
+def test_overlapped_epilogue_without_its_retire_is_caught():
+    kern = _overlap_kernel()
+    loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
+    broken = _strip(kern, lambda n: n is loop.body[-1])          # the wgmma_wait after the epilogue
+    assert loop.body[-1].op is Op.WGMMA_WAIT
+    ins = fp8_gemm_inputs(300, 512, 512, seed=4)
+    ins.pop("D")
+    with pytest.raises(RaceError, match="in flight"):
+        run_kernel(broken, ins)
+
+
+def test_interleaved_k_loops_keep_their_epilogue_in_place():
+    kern = _overlap_kernel(block_m=128, block_n=128, cluster=1)
+    loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
+    assert loop.get("overlap_epilogue").startswith("skipped")
+    assert not any(n.op is Op.IF for n in loop.body)

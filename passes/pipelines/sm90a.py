@@ -2,7 +2,7 @@
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
 from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, order_wgmma_issue,
-               prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales)
+               overlap_epilogue, prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -17,6 +17,9 @@ PIPELINE = [
     schedule_mma.PASS,
     # materialise the schedule: double-buffered partial, promotion FFMAs overlap the next wgmma
     interleave_ffma.PASS,
+    # persistent loop: the next tile's first wgmma is issued before this tile's epilogue, so the
+    # tensor cores work while the accumulators are converted and stored (one-partial k-loops)
+    overlap_epilogue.PASS,
     # schedule (data, from the config's math_order): the two math warpgroups take turns issuing
     # their wgmma groups, so one promotes while the other's group runs (kernels that ask for it)
     order_wgmma_issue.PASS,
