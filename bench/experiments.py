@@ -98,7 +98,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
             "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
             "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,
-            "sass_patch": getattr(res, "sass_patch", ""), **(sustained_clocks(run) if clocks else {})}
+            "sass_patch": getattr(res, "sass_patch", ""), "grid_ctas": getattr(kern, "grid_attrs", {}).get("num_sms"),
+            **(sustained_clocks(run) if clocks else {})}
 
 
 def main():
