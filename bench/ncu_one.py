@@ -1,4 +1,5 @@
-"""Launch one fp8_gemm_nt config a few times (for `ncu`): python bench/ncu_one.py M,N,K bm,bn,stages[,cl]"""
+"""Launch one fp8_gemm_nt config a few times (for `ncu`): python bench/ncu_one.py M,N,K bm,bn,stages[,cl]
+(or `cublas` instead of the config: torch._scaled_mm on the same inputs)."""
 import sys
 
 import torch
@@ -8,14 +9,26 @@ from dgir.gpu_run import fp8_inputs, kernel_tensors
 from dgir.ops.fp8_gemm import Fp8GemmConfig
 
 m, n, k = map(int, sys.argv[1].split(","))
-bm, bn, s, *cl = sys.argv[2].split(",")
 dev = torch.device("cuda", 0)
+A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 0, 2.0)
+if sys.argv[2] == "cublas":
+    scale_a = sfa.t().contiguous().t()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()          # ncu --profile-from-start off: only these launches
+    for _ in range(3):
+        torch._scaled_mm(A, B.t(), scale_a=scale_a, scale_b=sfb.t(), out_dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    sys.exit(0)
+bm, bn, s, *cl = sys.argv[2].split(",")
 cfg = Fp8GemmConfig(n=n, k=k, block_m=int(bm), block_n=int(bn), stages=int(s),
                     cluster=int(cl[0][0]) if cl else 1, multicast=cl[0][1:] if cl else "A")
-A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 0, 2.0)
 d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
 kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
 plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+torch.cuda.synchronize()
+torch.cuda.profiler.start()
 for _ in range(3):
     plan(torch.cuda.current_stream(dev).cuda_stream)
 torch.cuda.synchronize()
+torch.cuda.profiler.stop()

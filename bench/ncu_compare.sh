@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# ncu counters of our kernel and cuBLAS's on one shape (device call; carry .whl, see h200_session.sh):
+#     bash bench/ncu_compare.sh M,N,K bm,bn,stages[,cl]  ->  $OUT/ncu_<tag>.csv
+set -u
+OUT=${OUT:-/tmp/out}
+R=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$OUT"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
+export PYTHONPATH=/tmp/site PATH=$PATH:/usr/local/cuda/bin
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+[ -n "$NCU" ] || { echo "no ncu"; exit 5; }
+METRICS=sm__cycles_elapsed.avg,gpc__cycles_elapsed.avg.per_second,sm__inst_executed.sum,\
+sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed,\
+l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum,\
+sm__sass_thread_inst_executed_op_ffma_pred_on.sum,lts__t_bytes.sum,dram__bytes.sum,\
+smsp__inst_executed_op_branch.sum,sm__warps_active.avg.pct_of_peak_sustained_active,\
+l1tex__m_xbar2l1tex_read_bytes.sum,smsp__average_warp_latency_issue_stalled_barrier,\
+smsp__inst_executed_pipe_uniform.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,\
+l1tex__throughput.avg.pct_of_peak_sustained_elapsed
+cd /tmp
+for tag in "$2" cublas; do
+  timeout 240 "$NCU" --metrics "$METRICS" --profile-from-start off --launch-skip 1 --launch-count 1 --csv \
+    python3 "$R/bench/ncu_one.py" "$1" "$tag" > "$OUT/ncu_${tag//,/_}.csv" 2> "$OUT/ncu_${tag//,/_}.err"
+  echo "$tag rc=$?"; tail -3 "$OUT/ncu_${tag//,/_}.err"
+done
