@@ -72,8 +72,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
                             cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
                             ctas_per_sm=int(kw.get("o", 1)),
-                            math_order="alternate" if kw.get("mo") == "alt" or variant_base == "pingpong"
-                            else "together")
+                            math_order={"alt": "alternate", "pp": "pingpong"}.get(
+                                kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     if variant_base == "cublas":              # the baseline in the same conditions (clocks included)

@@ -1,7 +1,7 @@
 """order_wgmma_issue: the two math warpgroups issue their wgmma groups in strict alternation."""
 from __future__ import annotations
 
-from dgir.ir import Node, Op, expand_ops
+from dgir.ir import Node, Op, map_bodies
 
 from . import Pass
 
@@ -17,21 +17,30 @@ class OrderWgmmaIssue(Pass):
     `turn [step=prime]` at the top hands warpgroup 0 the first turn, `turn [step=drain]` at the end
     takes warpgroup 1's last pass, so both named barriers end balanced (the interpreter checks that).
 
+    `math_order="pingpong"` passes the turn only once the group has retired (after the
+    `wgmma_wait [pending=0]` that follows it in the same body; a group retired elsewhere, e.g. the
+    overlapped epilogue's, passes right after issue as before): then the tensor cores run one
+    warpgroup's group at a time even if they would interleave two groups issued back to back, at the
+    price of the turn's latency between groups.
+
     The schedule is chosen per kernel: the pass acts on kernels lowered with the config knob
-    `math_order="alternate"` (kernel attr `math_order`) and leaves the others alone.  Measured on
+    `math_order="alternate"` or `"pingpong"` (kernel attr `math_order`) and leaves the others alone.  Measured on
     the H200 (bench/TUNING.md step 14): +7% for 128x192 tiles at 4096x2112x7168, within +-2%
     for 256x128, -1.6% for the interleaved 128x128 loop; so the tuned table picks it per shape.
     """
     name = "order_wgmma_issue"
 
     def run(self, kernel: Node) -> Node:
-        if kernel.get("math_order") != "alternate" or any(n.op is Op.TURN for n in kernel.walk()):
+        order = kernel.get("math_order")
+        if order not in ("alternate", "pingpong") or any(n.op is Op.TURN for n in kernel.walk()):
             return kernel                                   # not asked for, or already applied
+        take_turns = self.pass_after_retire if order == "pingpong" else lambda body: [
+            x for n in body for x in self.take_turns(n)]
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:
                 role = {"role": "mma"}
-                r = expand_ops(r, self.take_turns)
+                r = map_bodies(r, lambda parent, b: take_turns(b))
                 r = r.with_body([Node(Op.TURN, "", (), None, {"step": "prime", **role})] + list(r.body)
                                 + [Node(Op.TURN, "", (), None, {"step": "drain", **role})])
             body.append(r)
@@ -44,6 +53,30 @@ class OrderWgmmaIssue(Pass):
         role = {"role": n.role}
         return [Node(Op.TURN, "", (), None, {"step": "wait", **role}), n,
                 Node(Op.TURN, "", (), None, {"step": "pass", **role})]
+
+
+    @staticmethod
+    def pass_after_retire(body) -> list[Node]:
+        if any(n.op is Op.WGMMA_WAIT and n.get("pending", 0) for n in body):
+            # a software-pipelined loop keeps a group in flight across the next slot wait: holding
+            # the turn until it retires would deadlock (the interpreter shows it); pass after issue
+            return [x for n in body for x in OrderWgmmaIssue.take_turns(n)]
+        out, owed = [], 0            # owed: groups issued in this body whose turn is not passed yet
+        for n in body:
+            if n.op is Op.WGMMA:
+                # a second group before the first retired (the interleaved loop): pass first, or both
+                # warpgroups would wait for each other's pass
+                out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": n.role})] * owed
+                out += [Node(Op.TURN, "", (), None, {"step": "wait", "role": n.role}), n]
+                owed = 1
+                continue
+            out.append(n)
+            if n.op is Op.WGMMA_WAIT and n.get("pending", 0) == 0 and owed:
+                out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": n.role})] * owed
+                owed = 0
+        if owed:                     # retired outside this body: pass at the end of it
+            out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": "mma"})] * owed
+        return out
 
 
 PASS = OrderWgmmaIssue()

@@ -246,11 +246,14 @@ def test_async_staged_b_scales_match_reference(bm, bn, stages, cl):
     _check(d, ref)
 
 
-@pytest.mark.parametrize("bm,bn,stages,cl", [(128, 128, 5, 1), (256, 128, 3, 2), (128, 192, 4, 1)])
-def test_alternating_math_order_matches_reference(bm, bn, stages, cl):
-    """math_order="alternate" (order_wgmma_issue): the two math warpgroups take turns; correct and done."""
+@pytest.mark.parametrize("bm,bn,stages,cl,order", [(128, 128, 5, 1, "alternate"), (256, 128, 3, 2, "alternate"),
+                                                   (128, 192, 4, 1, "alternate"), (256, 128, 3, 2, "pingpong"),
+                                                   (128, 192, 4, 2, "pingpong"), (128, 128, 5, 1, "pingpong")])
+def test_alternating_math_order_matches_reference(bm, bn, stages, cl, order):
+    """math_order="alternate" / "pingpong" (order_wgmma_issue): the math warpgroups take turns; correct, done."""
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     m, n, k = 1000, 2112 if bn == 192 else 2048, 2048
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, math_order="alternate")
-    _, (d,), ref = _run_config(m, n, k, cfg, "alternate")
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, math_order=order,
+                        multicast="B" if bn == 192 else "A")
+    _, (d,), ref = _run_config(m, n, k, cfg, order)
     _check(d, ref)

@@ -544,10 +544,10 @@ def test_cluster_kernel_runs_clean_over_seeds():
 
 
 # --- turns (order_wgmma_issue): the two math warpgroups alternate; unbalanced turns are caught -------
-def _pingpong_kernel(bm=128):
+def _pingpong_kernel(bm=128, order="alternate"):
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
     from dgir.pipeline import pipeline, run_pipeline
-    cfg = Fp8GemmConfig(n=256, k=512, block_m=bm, block_n=128, stages=2, num_sms=2, math_order="alternate")
+    cfg = Fp8GemmConfig(n=256, k=512, block_m=bm, block_n=128, stages=2, num_sms=2, math_order=order)
     return run_pipeline(lower(cfg), pipeline("sm90a"))
 
 
@@ -560,9 +560,9 @@ def test_math_order_together_gets_no_turns():
     assert _pingpong_kernel().name.endswith("_alt")
 
 
-@pytest.mark.parametrize("bm", [128, 256])
-def test_turns_alternate_and_keep_the_result(bm):
-    kern = _pingpong_kernel(bm)
+@pytest.mark.parametrize("bm,order", [(128, "alternate"), (256, "alternate"), (128, "pingpong"), (256, "pingpong")])
+def test_turns_alternate_and_keep_the_result(bm, order):
+    kern = _pingpong_kernel(bm, order)
     steps = [n.get("step") for n in kern.walk() if n.op is Op.TURN]
     assert steps[0] == "prime" and steps[-1] == "drain" and steps.count("wait") == steps.count("pass")
     ins = fp8_gemm_inputs(256, 256, 512, seed=2)
@@ -626,3 +626,16 @@ def test_interleaved_k_loops_keep_their_epilogue_in_place():
     loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
     assert loop.get("overlap_epilogue").startswith("skipped")
     assert not any(n.op is Op.IF for n in loop.body)
+
+
+def test_pingpong_passes_the_turn_after_the_group_retires():
+    kern = _pingpong_kernel(256, "pingpong")
+    loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("interleave", "").startswith("skipped"))
+    ops = [(n.op, n.get("step")) for n in loop.body if n.op in (Op.WGMMA, Op.WGMMA_WAIT, Op.TURN)]
+    i = ops.index((Op.WGMMA, None))
+    assert ops[i - 1] == (Op.TURN, "wait") and ops[i + 1] == (Op.WGMMA_WAIT, None) and ops[i + 2] == (Op.TURN, "pass")
+    # the interleaved 128x128 loop keeps a group in flight across a slot wait: passing after issue there
+    inter = _pingpong_kernel(128, "pingpong")
+    loop = next(n for n in inter.walk() if n.op is Op.FOR and n.get("pipelined"))
+    ops = [(n.op, n.get("step")) for n in loop.body if n.op in (Op.WGMMA, Op.TURN)]
+    assert ops[:3] == [(Op.TURN, "wait"), (Op.WGMMA, None), (Op.TURN, "pass")]

@@ -53,7 +53,8 @@ class Fp8GemmConfig:
                                  # one CTA's serial chain (wait, wgmma, promote) is the bottleneck
     math_order: str = "together"  # "alternate": the two math warpgroups take turns issuing their wgmma
                                  # groups (order_wgmma_issue pass), so one promotes while the other's
-                                 # group runs; "together": each issues as soon as its operands are ready
+                                 # group runs; "pingpong": the turn passes only when the group retired;
+                                 # "together": each issues as soon as its operands are ready
 
     @property
     def math_wgs(self) -> int:
@@ -89,7 +90,7 @@ class Fp8GemmConfig:
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
-        alt = "_alt" if self.math_order == "alternate" else ""
+        alt = {"alternate": "_alt", "pingpong": "_pp"}.get(self.math_order, "")
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{direct}{cl}{occ}{alt}")
 
@@ -293,10 +294,10 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
-    if cfg.math_order not in ("together", "alternate"):
-        raise OpError(f"fp8_gemm_nt: math_order must be 'together' or 'alternate', got {cfg.math_order!r}")
-    if cfg.math_order == "alternate" and cfg.math_wgs != 2:
-        raise OpError(f"fp8_gemm_nt: math_order='alternate' needs two math warpgroups (block_m >= 128), "
+    if cfg.math_order not in ("together", "alternate", "pingpong"):
+        raise OpError(f"fp8_gemm_nt: math_order must be 'together', 'alternate' or 'pingpong', got {cfg.math_order!r}")
+    if cfg.math_order != "together" and cfg.math_wgs != 2:
+        raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
