@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dgir.ir import DType, Node, Op, Type, expand_ops
 from dgir.passes import Pass
+from dgir.passes.interleave_ffma import InterleaveFfma
 
 
 def accumulating_wgmma(n: Node) -> list[Node]:
@@ -80,3 +81,9 @@ class UnitBScales(Pass):
     def run(self, kernel: Node) -> Node:
         one = lambda n: Node(Op.CONST, n.name, (), Type(DType.f32), {"value": 0x3F800000, "role": n.role})  # noqa: E731
         return expand_ops(kernel, lambda n: [one(n) if n.op is Op.LOAD_SCALE else n])
+
+
+class InterleaveUnroll8(InterleaveFfma):
+    """interleave_ffma with 8 K blocks per loop iteration (the default pass: 4): half as many
+    pipeline drains at the loop back-edge, twice the code."""
+    unroll = 8

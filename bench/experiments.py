@@ -12,7 +12,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import CeilingNoPromotion, ScaleAtEnd, UnitBScales, pipeline_with  # noqa: E402
+from ablations import CeilingNoPromotion, InterleaveUnroll8, ScaleAtEnd, UnitBScales, pipeline_with  # noqa: E402
 from common import calc_diff, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -24,6 +24,7 @@ VARIANTS = {
     "default": lambda: None,
     "noint": lambda: pipeline_with(drop=("interleave_ffma", "schedule_mma")),
     "nopref": lambda: pipeline_with(drop=("prefetch_tma_descriptors",)),
+    "unroll8": lambda: pipeline_with({"interleave_ffma": InterleaveUnroll8()}),
     "noovl": lambda: pipeline_with(drop=("overlap_epilogue",)),   # epilogue not overlapped
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)

@@ -47,8 +47,10 @@ def launcher(m, n, k, device, A, sfa, B, sfb, d, passes=None, variant="default",
     """A zero-overhead launch closure for one kernel variant (the timed thing is the kernel)."""
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=passes, variant=variant, sass_interleave=sass)
     stream = torch.cuda.current_stream(device).cuda_stream
-    tensors = kernel_tensors(A, sfa, B, sfb, d)
-    return kern, (lambda: kern.launch(tensors, m, stream))
+    # one prebuilt plan (its own split-K workspace, encoded tensor maps), as the API's warm path:
+    # kern.launch would allocate and zero a fresh workspace inside every timed call
+    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+    return kern, (lambda: plan(stream))
 
 
 def measure(m, n, k, device, variant="default", passes=None, sass=False, spread=2.0, seed=0, cublas=True):
