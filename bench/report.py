@@ -104,7 +104,7 @@ def readme_section(doc, warm) -> str:
     rows = {(r["variant"], r["m"], r["n"], r["k"]): r for r in doc["rows"]}
     t = lambda v, m, n, k: rows[(v, m, n, k)]["tflops"]  # noqa: E731
     acc = {(r["variant"], r.get("scale_spread")): r["diff"] for r in doc["rows"] if r["variant"].startswith("accuracy")}
-    big, mid = (4096, 7168, 16384), (128, 7168, 16384)
+    big, mid, short = (4096, 7168, 16384), (128, 7168, 16384), (4096, 7168, 2048)
     return f"""## Results
 
 All numbers: `bench/results/fp8_gemm_nt.json`, one run on the H200 (rev {str(doc['git_rev'])[:8]}, {doc['date'][:10]}),
@@ -130,10 +130,12 @@ what makes per-block scales usable: applying the scales once at the end gives ca
 {acc[('accuracy_scale_at_end', 2.0)]:.3f} when the per-block scales vary (e^±2), against {acc[('accuracy_default', 2.0)]:.1e} with promotion
 (with scales constant along K both give {acc[('accuracy_scale_at_end', 0.0)]:.1e} / {acc[('accuracy_default', 0.0)]:.1e}).
 At {big[0]}x{big[1]}x{big[2]} (a 2-CTA cluster kernel): `multicast_tma` off {t('no_multicast', *big):.0f}, `stage_b_scales`
-off {t('no_stage_b_scales', *big):.0f}, both on {t('default', *big):.0f} TFLOPS.
+off {t('no_stage_b_scales', *big):.0f}, both on {t('default', *big):.0f} TFLOPS.  `overlap_epilogue` off / on: {t('no_overlap_epilogue', *big):.0f} / {t('default', *big):.0f}
+at {big[0]}x{big[1]}x{big[2]}, {t('no_overlap_epilogue', *short):.0f} / {t('default', *short):.0f} at {short[0]}x{short[1]}x{short[2]}.
 
 Host cost of a warm `deep_gemm.fp8_gemm_nt` call (`bench/results/warm_call.json`): {warm['mn_major_sfa']['us_per_call_min_of_3']:.1f} us with SFA
-already MN-major ({warm['earlier_run']['mn_major_sfa_us']:.1f} us in an earlier run), {warm['row_major_sfa']['us_per_call_min_of_3']:.1f} us when SFA needs the layout kernel.  Cold compile of
+already MN-major ({warm['earlier_run']['mn_major_sfa_us']:.1f} us in an earlier run), {warm['row_major_sfa']['us_per_call_min_of_3']:.1f} us when SFA needs the layout kernel;
+the benchmark run above measured {doc['warm_call_us']:.1f} us (its own loop, same API call).  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
 machine: 0.21-0.36 s, of which ptxas 0.10-0.16 s.  Tuning log with the cost model's predictions
 against measurements: `bench/TUNING.md`.
