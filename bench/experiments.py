@@ -30,7 +30,8 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
-    "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "cublas": lambda: None,
+    "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)            # torch._scaled_mm on the same inputs (the config part is ignored)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -59,6 +60,19 @@ def sustained_clocks(run, seconds=1.5) -> dict:
     return {"sm_mhz": statistics.median(c for c, _ in samples), "power_w": statistics.median(p for _, p in samples)}
 
 
+class GenericDivision:
+    """A/B of the emitter's strength-reduced division: while active, division and remainder by
+    constants are emitted as plain div.u32 / rem.u32 (what ptxas turns into a MUFU.RCP sequence)."""
+    def __enter__(self):
+        import dgir.emitters.ptx.emit as emit
+        self.emit, self.saved = emit, (emit.emit_udiv, emit.emit_urem)
+        emit.emit_udiv = lambda b, d, x, c: b(f"div.u32 {d}, {x}, {c};")
+        emit.emit_urem = lambda b, d, x, c: b(f"rem.u32 {d}, {x}, {c};")
+
+    def __exit__(self, *exc):
+        self.emit.emit_udiv, self.emit.emit_urem = self.saved
+
+
 def run_one(spec: str, device, spread=2.0, clocks=False):
     shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
     variant = variant or "default"
@@ -84,8 +98,10 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
-                                variant=spec, config=cfg, sass_interleave=sass)
+    import contextlib
+    with GenericDivision() if variant_base == "divgeneric" else contextlib.nullcontext():
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
+                                    variant=spec, config=cfg, sass_interleave=sass)
     plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
     run = lambda: plan(stream)  # noqa: E731

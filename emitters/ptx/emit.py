@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dgir.ir import SCALAR_OPS, Node, Op, async_filled_rings, tma_filled_rings
 
+from .arith import emit_udiv, emit_urem
 from .builder import PtxBuilder
 from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _wait
 from .epilogue import (_split_arrive, _split_reduce, _split_reset, _split_store, _stage_out, _store_direct, _sync,
@@ -75,7 +76,7 @@ class Emitter:
 
     def stage_of(self, ctr, stages: int) -> str:
         r = self.b.reg()
-        self.b(f"rem.u32 {r}, {self.val(ctr)}, {stages};")
+        emit_urem(self.b, r, self.val(ctr), stages)
         return r
 
     def barrier(self, ch: str, ctr, which: str) -> tuple[str, str]:
@@ -87,7 +88,7 @@ class Emitter:
         off = c.get("barriers") + (8 * S if which == "empty" else 0)
         self.b(f"mad.lo.u32 {addr}, {slot}, 8, {self.base};")
         self.b(f"add.u32 {addr}, {addr}, {off};")
-        self.b(f"div.u32 {phase}, {self.val(ctr)}, {S};")
+        emit_udiv(self.b, phase, self.val(ctr), S)
         self.b(f"and.b32 {phase}, {phase}, 1;")
         return addr, phase
 
@@ -242,6 +243,8 @@ def _scalar(self: Emitter, n: Node) -> None:
         p = self.decls[a[0]]
         sym = p.type.shape[n.get("axis")]
         b(f"ld.param.u32 {d}, [dim_{sym}];")
+    elif op in (Op.DIV, Op.MOD) and isinstance(a[1], int):      # by a constant: no MUFU sequence
+        (emit_udiv if op is Op.DIV else emit_urem)(b, d, self.val(a[0]), a[1])
     elif op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN):
         ins = {Op.ADD: "add.s32", Op.SUB: "sub.s32", Op.MUL: "mul.lo.s32", Op.DIV: "div.u32",
                Op.MOD: "rem.u32", Op.MIN: "min.s32"}[op]
@@ -250,7 +253,10 @@ def _scalar(self: Emitter, n: Node) -> None:
         t = b.reg()
         b(f"add.s32 {t}, {self.val(a[0])}, {self.val(a[1])};")
         b(f"sub.s32 {t}, {t}, 1;")
-        b(f"div.u32 {d}, {t}, {self.val(a[1])};")
+        if isinstance(a[1], int):
+            emit_udiv(b, d, t, a[1])
+        else:
+            b(f"div.u32 {d}, {t}, {self.val(a[1])};")
     elif op is Op.LT:
         p = b.reg("pred")
         b(f"setp.lt.s32 {p}, {self.val(a[0])}, {self.val(a[1])};")
@@ -260,7 +266,7 @@ def _scalar(self: Emitter, n: Node) -> None:
         G, NB = n.get("group"), n.get("n_blocks")
         t, mblocks = self.val(a[0]), self.val(a[1])
         band, first, rows, idx = b.reg(), b.reg(), b.reg(), b.reg()
-        b(f"div.u32 {band}, {t}, {G * NB};")
+        emit_udiv(b, band, t, G * NB)
         b(f"mul.lo.u32 {first}, {band}, {G};")
         b(f"sub.u32 {rows}, {mblocks}, {first};")
         b(f"min.u32 {rows}, {rows}, {G};")

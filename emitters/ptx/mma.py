@@ -94,7 +94,7 @@ def _straddle_splits(block_n: int) -> list[int]:
 
 def _split_column(self: Emitter, n0) -> str:
     split = self.b.reg()
-    self.b(f"rem.u32 {split}, {self.val(n0)}, 128;")
+    self.b(f"and.b32 {split}, {self.val(n0)}, 127;")      # n0 % 128
     self.b(f"sub.u32 {split}, 128, {split};")
     return split
 
