@@ -12,13 +12,13 @@ import argparse
 import os
 import subprocess
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ablations import CeilingNoPromotion, ScaleAtEnd, pipeline_with  # noqa: E402
 from common import calc_diff, copy_gbps, do_bench, header, write  # noqa: E402
+import warm_call  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
@@ -86,21 +86,6 @@ def measure(m, n, k, device, variant="default", passes=None, sass=False, spread=
     return row
 
 
-def warm_call_overhead(device, calls=1000):
-    """Host time per warm fp8_gemm_nt call (argument checks, kernel look-up, tensor maps, launch)."""
-    A, sfa, B, sfb, _ = fp8_inputs(128, 2112, 7168, device, 0)
-    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    d = torch.empty(128, 2112, dtype=torch.bfloat16, device=device)
-    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
-
-
 def cold_compile_seconds():
     """Lowering -> cubin in a fresh process with an empty cache, import excluded."""
     code = ("import time, dgir.compiler as c, dgir.toolchain as t; t.find_tool('ptxas'); t0=time.perf_counter(); "
@@ -163,7 +148,8 @@ def main():
             torch.cuda.synchronize()
             add({"variant": f"accuracy_{name}", "m": m, "n": n, "k": k, "scale_spread": spread,
                  "diff": calc_diff(d.double(), ref)})
-    doc["warm_call_us"] = warm_call_overhead(device)
+    doc["warm_call"] = warm_call.measure(device)
+    doc["warm_call_us"] = doc["warm_call"]["mn_major_sfa"]["per_call_us"]
     doc["cold_compile_s_gpu_host"] = cold_compile_seconds()
     write(args.out, doc)
     print("warm_call_us", doc["warm_call_us"], "cold_compile_s", doc["cold_compile_s_gpu_host"], "copy_gbps", doc["copy_gbps"])
