@@ -366,20 +366,25 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     grid_n_blocks = cfg.n_blocks // CL if pair_n else cfg.n_blocks
 
     def tile_loop(b: Builder, role: str):
-        """Persistent tile loop shared by both roles: (walker id, walkers, m blocks of the walked grid, tiles)."""
+        """Persistent tile loop shared by both roles: (walker id, walkers, m blocks of the walked grid,
+        tiles this walker takes).  The loop counts this walker's own tiles (li = 0, 1, ...; tile
+        t = bid + li * gsz): the ring counter base li * KBS then needs no division per tile (a
+        division by the run-time grid size is a MUFU.RCP sequence in SASS; this one runs once)."""
         bid = b.scalar(Op.SREG, "bid", which="block_id" if CL == 1 else "cluster_id")
         gsz = b.scalar(Op.SREG, "gsz", which="grid_size" if CL == 1 else "cluster_count")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
         mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
         ntiles = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks * SK)
-        return bid, gsz, mblocks, ntiles
+        left = b.scalar(Op.SUB, "tiles_left", ntiles, b.scalar(Op.MIN, "first", bid, ntiles))
+        mine = b.scalar(Op.CEILDIV, "my_tiles", left, gsz)
+        return bid, gsz, mblocks, mine
 
     KBS = cfg.k_blocks_per_split
 
-    def tile_coords(b: Builder, t, bid, gsz, mblocks):
-        """(ring counter base, m0, n0, output tile, K slice, first K block of the slice)."""
-        it = b.scalar(Op.SUB, "i", t, bid)
-        li = b.scalar(Op.DIV, "li", it, gsz)
+    def tile_coords(b: Builder, li, bid, gsz, mblocks):
+        """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
+        walker's tile number li."""
+        t = b.scalar(Op.ADD, "t", bid, b.scalar(Op.MUL, "t_off", li, gsz))
         base = b.scalar(Op.MUL, "kb_base", li, KBS)
         mn, split, kb0 = t, None, 0
         if SK > 1:   # the K slices of one output tile are neighbours in the tile order
@@ -401,9 +406,9 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     # --- producer: one elected thread of the last warpgroup issues every TMA load -------------
     b = Builder(role="load")
-    bid, gsz, mblocks, ntiles = tile_loop(b, "load")
-    with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
-        base, m0, n0, mn, split, kb0 = tile_coords(b, t, bid, gsz, mblocks)
+    bid, gsz, mblocks, mine = tile_loop(b, "load")
+    with b.region(Op.FOR, "li", 0, mine, 1) as li:
+        base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
         with b.region(Op.FOR, "kbl", 0, KBS, 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
@@ -416,15 +421,14 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     if CL > 1:
         # the peer CTA arrives on this CTA's empty barriers until it has released its last slot:
         # wait for every release before the CTA may exit
-        mine = b.scalar(Op.CEILDIV, "my_tiles", b.scalar(Op.SUB, "tiles_left", ntiles, bid), gsz)
         b.emit(Op.DRAIN, "", "ab", b.scalar(Op.MUL, "fills", mine, KBS))
     producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, b.nodes())
 
     # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
     b = Builder(role="mma")
-    bid, gsz, mblocks, ntiles = tile_loop(b, "mma")
-    with b.region(Op.FOR, "t", bid, ntiles, gsz) as t:
-        base, m0, n0, mn, split, kb0 = tile_coords(b, t, bid, gsz, mblocks)
+    bid, gsz, mblocks, mine = tile_loop(b, "mma")
+    with b.region(Op.FOR, "li", 0, mine, 1) as li:
+        base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
         # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
         sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
