@@ -24,9 +24,11 @@ class OrderWgmmaIssue(Pass):
     price of the turn's latency between groups.
 
     The schedule is chosen per kernel: the pass acts on kernels lowered with the config knob
-    `math_order="alternate"` or `"pingpong"` (kernel attr `math_order`) and leaves the others alone.  Measured on
-    the H200 (bench/TUNING.md step 14): +7% for 128x192 tiles at 4096x2112x7168, within +-2%
-    for 256x128, -1.6% for the interleaved 128x128 loop; so the tuned table picks it per shape.
+    `math_order="alternate"` or `"pingpong"` (kernel attr `math_order`) and leaves the others alone.
+    Measured on the H200 (bench/TUNING.md steps 14, 17, 19): alternate +7% for 128x192 tiles while
+    the ring-slot division was a MUFU sequence, within +-2% after that was fixed (+3% at 4096x576);
+    pingpong -9% for 256x128 tiles (the tensor pipe already runs groups in issue order); so the
+    tuned table picks the order per shape, head-to-head in one run.
     """
     name = "order_wgmma_issue"
 
