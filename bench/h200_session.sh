@@ -10,6 +10,8 @@
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
 # $OUT/<specfile stem>_exp.json.
 set -u -o pipefail
+# the device copy's git metadata can be stale (a run once recorded the session's first commit)
+: "${DGIR_GIT_REV:?set DGIR_GIT_REV=<commit the wheel was built from>}"
 OUT=${OUT:-/tmp/out}
 R=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$OUT"
