@@ -1,6 +1,8 @@
 """overlap_epilogue: the next tile's first wgmma runs on the tensor cores during this tile's epilogue."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dgir.ir import DType, Node, Op, Type
 
 from . import Pass
@@ -44,19 +46,22 @@ class OverlapEpilogue(Pass):
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
-                r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c, r.body)])
+                r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c)])
             body.append(r)
         return kernel.with_body(body)
 
     # ------------------------------------------------------------------------------------------
-    def rewrite_tile_loop(self, tloop: Node, region: tuple) -> list[Node]:
+    def rewrite_tile_loop(self, tloop: Node) -> list[Node]:
         if tloop.op is not Op.FOR or tloop.get("overlap_epilogue") is not None:
             return [tloop]
         kloops = [c for c in tloop.body if c.op is Op.FOR]
         if len(kloops) != 1 or not any(c.op is Op.STAGE_OUT for c in tloop.body):
             return [tloop]
         kloop = kloops[0]
-        if not str(kloop.get("interleave", "")).startswith("skipped"):
+        decision = kloop.get("interleave")
+        if decision is None:
+            return [tloop.with_attrs(overlap_epilogue="skipped: the k-loop has no interleave decision")]
+        if not str(decision).startswith("skipped"):
             return [tloop.with_attrs(overlap_epilogue="skipped: the k-loop is software-pipelined")]
         head = self.block_head(kloop)
         if head is None:
@@ -74,7 +79,7 @@ class OverlapEpilogue(Pass):
             ren = {d.name: d.name + suffix for d in defs}
             ren[tloop.name] = t_value
             ren[kloop.name] = k_start
-            ren[ctr_def.name] = ctr = ctr_def.name + suffix
+            ren[ctr_def.name] = ctr_def.name + suffix
             return [self.rename(d, ren) for d in defs + [ctr_def, wait, mma]]
 
         has_first = Node(Op.LT, f"{tloop.name}_has_first", (start, stop), I32, role)
@@ -82,11 +87,9 @@ class OverlapEpilogue(Pass):
                     Node(Op.IF, "", (has_first.name,), None, role, first_block(start, "_first")),
                     mma_wait]
 
-        peeled = self.rename_block([c for c in kloop.body if c not in (wait, mma, mma_wait)],
-                                   {kloop.name: k_start}, "_k0")
-        rest = kloop.with_attrs(peeled=1)
-        rest = Node(Op.FOR, kloop.name, (self.plus(k_start, k_step), k_stop, k_step), kloop.type, rest.attrs,
-                    kloop.body)
+        moved = (id(wait), id(mma), id(mma_wait))       # by identity: equal-looking ops may repeat
+        peeled = self.rename_block([c for c in kloop.body if id(c) not in moved], {kloop.name: k_start}, "_k0")
+        rest = replace(kloop.with_attrs(peeled=1), args=(self.plus(k_start, k_step), k_stop, k_step))
 
         t_next = Node(Op.ADD, f"{tloop.name}_next", (tloop.name, step), I32, role)
         has_next = Node(Op.LT, f"{tloop.name}_has_next", (t_next.name, stop), I32, role)
