@@ -22,6 +22,13 @@ def calc_diff(x: torch.Tensor, y: torch.Tensor) -> float:
     return float(1 - 2 * (x * y).sum() / denom) if denom > 0 else 0.0
 
 
+def cublas_fp8_gemm(A, sfa, B, sfb):
+    """The cuBLAS baseline on our operands: torch._scaled_mm with the same 1x128 (A) and 128x128 (B)
+    block scales, bf16 out; returns the zero-argument call that is timed."""
+    scale_a = sfa.t().contiguous().t()
+    return lambda: torch._scaled_mm(A, B.t(), scale_a=scale_a, scale_b=sfb.t(), out_dtype=torch.bfloat16)
+
+
 def copy_gbps(device) -> float:
     x = torch.empty(2 << 30, dtype=torch.uint8, device=device)
     y = torch.empty_like(x)

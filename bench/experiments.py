@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -13,11 +14,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ablations import CeilingNoPromotion, InterleaveUnroll8, ScaleAtEnd, UnitBScales, pipeline_with  # noqa: E402
-from common import calc_diff, do_bench, header, write  # noqa: E402
+from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
-from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
 VARIANTS = {
@@ -30,8 +31,8 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
-    "cublas": lambda: None,
-    "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -87,18 +88,16 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
                             cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
                             ctas_per_sm=int(kw.get("o", 1)),
-                            math_order={"alt": "alternate", "pp": "pingpong"}.get(
+                            math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
                                 kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     if variant_base == "cublas":              # the baseline in the same conditions (clocks included)
-        scale_a = sfa.t().contiguous().t()
-        run = lambda: torch._scaled_mm(A, B.t(), scale_a=scale_a, scale_b=sfb.t(), out_dtype=torch.bfloat16)  # noqa: E731
+        run = cublas_fp8_gemm(A, sfa, B, sfb)
         diff = calc_diff(run().double(), ref)
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    import contextlib
     with GenericDivision() if variant_base == "divgeneric" else contextlib.nullcontext():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

@@ -18,11 +18,11 @@ from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from dgir.ops.fp8_gemm import MODEL, Fp8GemmConfig, ModelParams, config_seconds
+from dgir.ops.fp8_gemm import MATH_ORDERS, MODEL, Fp8GemmConfig, ModelParams, config_seconds
 
 ROOT = Path(__file__).resolve().parent / "results"
 FILES = ["raw/tune10_exp.json", "raw/tune11_exp.json", "raw/tune12_exp.json", "fp8_gemm_nt.json"]
-NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+))?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(_alt|_pp)?$")
+NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+))?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(" + "|".join(filter(None, MATH_ORDERS.values())) + ")?$")
 
 
 def config_of(kernel: str) -> Fp8GemmConfig | None:
@@ -33,7 +33,7 @@ def config_of(kernel: str) -> Fp8GemmConfig | None:
     return Fp8GemmConfig(n=int(n), k=int(k), block_m=int(bm), block_n=int(bn), stages=int(s),
                          split_k=int(sk or 1), epilogue="direct" if direct else "tma", cluster=int(cl or 1),
                          multicast=mc or "A", ctas_per_sm=int(occ or 1),
-                         math_order={"_alt": "alternate", "_pp": "pingpong"}.get(alt or "", "together"))
+                         math_order={suffix: o for o, suffix in MATH_ORDERS.items()}[alt or ""])
 
 
 def load_rows() -> list[tuple[int, int, int, Fp8GemmConfig, float]]:

@@ -17,7 +17,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ablations import CeilingNoPromotion, ScaleAtEnd, pipeline_with  # noqa: E402
-from common import calc_diff, copy_gbps, do_bench, header, write  # noqa: E402
+from common import calc_diff, copy_gbps, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 import warm_call  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -74,8 +74,7 @@ def measure(m, n, k, device, variant="default", passes=None, sass=False, spread=
         row["sass_patch"] = getattr(kern.result, "sass_patch", "")
     if cublas:
         try:
-            scale_a = sfa.t().contiguous().t()
-            cb = lambda: torch._scaled_mm(A, B.t(), scale_a=scale_a, scale_b=sfb.t(), out_dtype=torch.bfloat16)  # noqa: E731
+            cb = cublas_fp8_gemm(A, sfa, B, sfb)
             row["cublas_diff"] = calc_diff(cb().double(), ref)
             cms = do_bench(cb)
             row.update(cublas_ms=cms, cublas_tflops=2 * m * n * k / cms / 1e9)

@@ -12,11 +12,7 @@
 set -u -o pipefail
 # the device copy's git metadata can be stale (a run once recorded the session's first commit)
 : "${DGIR_GIT_REV:?set DGIR_GIT_REV=<commit the wheel was built from>}"
-OUT=${OUT:-/tmp/out}
-R=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 PATH=$PATH:/usr/local/cuda/bin
+source "$(dirname "$0")/device_setup.sh"
 [ $# -eq 0 ] && set -- tests bench
 while [ $# -gt 0 ]; do
   case "$1" in

@@ -23,12 +23,13 @@ from pathlib import Path
 
 from fit_model import config_of
 
+from dgir.ops.fp8_gemm import MATH_ORDERS
+
 ROOT = Path(__file__).resolve().parent
 # frozen inputs (the rolling bench/results/fp8_gemm_nt.json is not one: regenerating must reproduce
 # the committed table until these are deliberately extended); runs on several H200 leases
 SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["results/raw/final_2683681.json"]
            + [f"results/raw/tune{i}_exp.json" for i in (17, 18, 19, 20, 21, 22, 23, 24, 25)])
-ORDERS = ("together", "alternate", "pingpong")
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
@@ -61,7 +62,7 @@ def main():
         if len(runs) < 2:
             continue                   # one config timed: nothing was chosen
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
-        orders = {o: replace(cfg, math_order=o) for o in ORDERS}
+        orders = {o: replace(cfg, math_order=o) for o in MATH_ORDERS}
         for s in SOURCES:              # newest head-to-head of the math orders decides
             here = per_file.get((device, m, n, k, s), {})
             t = {o: here[c.kernel_name()] for o, c in orders.items() if c.kernel_name() in here}

@@ -2,12 +2,7 @@
 # ncu counters of our kernel and cuBLAS's on one shape (device call; carry .whl, see h200_session.sh):
 #     bash bench/ncu_compare.sh M,N,K bm,bn,stages[,cl]  ->  $OUT/ncu_<tag>.csv
 set -u
-OUT=${OUT:-/tmp/out}
-R=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
-export PYTHONPATH=/tmp/site PATH=$PATH:/usr/local/cuda/bin
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/device_setup.sh"
 [ -n "$NCU" ] || { echo "no ncu"; exit 5; }
 METRICS=sm__cycles_elapsed.avg,gpc__cycles_elapsed.avg.per_second,sm__inst_executed.sum,\
 sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_elapsed,\

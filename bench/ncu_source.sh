@@ -2,12 +2,8 @@
 # Per-SASS-instruction warp stall samples of one of our kernels (device call; carry .whl):
 #     bash bench/ncu_source.sh M,N,K bm,bn,stages[,cl]  ->  $OUT/ncu_source.csv, $OUT/ncu_warpstate.txt
 set -u
-OUT=${OUT:-/tmp/out}
-R=$(cd "$(dirname "$0")/.." && pwd)
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$R"/.whl/*.whl || exit 3
-export PYTHONPATH=/tmp/site PATH=$PATH:/usr/local/cuda/bin
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+source "$(dirname "$0")/device_setup.sh"
+[ -n "$NCU" ] || { echo "no ncu"; exit 5; }
 cd /tmp
 timeout 250 "$NCU" --section SourceCounters --section WarpStateStats --profile-from-start off --launch-skip 1 \
   --launch-count 1 --page source --print-source sass --csv python3 "$R/bench/ncu_one.py" "$1" "$2" \

@@ -36,49 +36,42 @@ class OrderWgmmaIssue(Pass):
         order = kernel.get("math_order")
         if order not in ("alternate", "pingpong") or any(n.op is Op.TURN for n in kernel.walk()):
             return kernel                                   # not asked for, or already applied
-        take_turns = self.pass_after_retire if order == "pingpong" else lambda body: [
-            x for n in body for x in self.take_turns(n)]
+        take_turns = self.pass_after_retire if order == "pingpong" else self.pass_after_issue
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:
-                role = {"role": "mma"}
                 r = map_bodies(r, lambda parent, b: take_turns(b))
-                r = r.with_body([Node(Op.TURN, "", (), None, {"step": "prime", **role})] + list(r.body)
-                                + [Node(Op.TURN, "", (), None, {"step": "drain", **role})])
+                r = r.with_body([turn("prime")] + list(r.body) + [turn("drain")])
             body.append(r)
         return kernel.with_body(body)
 
     @staticmethod
-    def take_turns(n: Node) -> list[Node]:
-        if n.op is not Op.WGMMA:
-            return [n]
-        role = {"role": n.role}
-        return [Node(Op.TURN, "", (), None, {"step": "wait", **role}), n,
-                Node(Op.TURN, "", (), None, {"step": "pass", **role})]
-
+    def pass_after_issue(body) -> list[Node]:
+        return [x for n in body for x in ([turn("wait"), n, turn("pass")] if n.op is Op.WGMMA else [n])]
 
     @staticmethod
     def pass_after_retire(body) -> list[Node]:
         if any(n.op is Op.WGMMA_WAIT and n.get("pending", 0) for n in body):
             # a software-pipelined loop keeps a group in flight across the next slot wait: holding
             # the turn until it retires would deadlock (the interpreter shows it); pass after issue
-            return [x for n in body for x in OrderWgmmaIssue.take_turns(n)]
+            return OrderWgmmaIssue.pass_after_issue(body)
         out, owed = [], 0            # owed: groups issued in this body whose turn is not passed yet
         for n in body:
             if n.op is Op.WGMMA:
-                # a second group before the first retired (the interleaved loop): pass first, or both
-                # warpgroups would wait for each other's pass
-                out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": n.role})] * owed
-                out += [Node(Op.TURN, "", (), None, {"step": "wait", "role": n.role}), n]
+                # a second group before the first retired: pass first, or both warpgroups would
+                # wait for each other's pass
+                out += [turn("pass")] * owed + [turn("wait"), n]
                 owed = 1
                 continue
             out.append(n)
             if n.op is Op.WGMMA_WAIT and n.get("pending", 0) == 0 and owed:
-                out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": n.role})] * owed
+                out += [turn("pass")] * owed
                 owed = 0
-        if owed:                     # retired outside this body: pass at the end of it
-            out += [Node(Op.TURN, "", (), None, {"step": "pass", "role": "mma"})] * owed
-        return out
+        return out + [turn("pass")] * owed          # retired outside this body: pass at its end
+
+
+def turn(step: str) -> Node:
+    return Node(Op.TURN, "", (), None, {"step": step, "role": "mma"})
 
 
 PASS = OrderWgmmaIssue()

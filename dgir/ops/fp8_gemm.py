@@ -32,6 +32,10 @@ def align(a: int, b: int) -> int:
     return ceil_div(a, b) * b
 
 
+# the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
+MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
+
+
 @dataclass(frozen=True)
 class Fp8GemmConfig:
     n: int
@@ -90,9 +94,8 @@ class Fp8GemmConfig:
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
-        alt = {"alternate": "_alt", "pingpong": "_pp"}.get(self.math_order, "")
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{direct}{cl}{occ}{alt}")
+                f"{split}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -294,8 +297,9 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
-    if cfg.math_order not in ("together", "alternate", "pingpong"):
-        raise OpError(f"fp8_gemm_nt: math_order must be 'together', 'alternate' or 'pingpong', got {cfg.math_order!r}")
+    if cfg.math_order not in MATH_ORDERS:
+        raise OpError(f"fp8_gemm_nt: math_order must be one of {', '.join(map(repr, MATH_ORDERS))}, "
+                      f"got {cfg.math_order!r}")
     if cfg.math_order != "together" and cfg.math_wgs != 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")

@@ -42,8 +42,12 @@ def divide(x: int, d: int) -> int:
     return (t + ((x - t) >> 1)) >> (how[2] - 1)
 
 
-def emit_udiv(b, dst: str, x: str, d: int) -> None:
-    """dst = x / d (u32) with `b` the PTX builder (b(line), b.reg())."""
+def emit_udiv(b, dst: str, x: str, d: int | str) -> None:
+    """dst = x / d (u32) with `b` the PTX builder (b(line), b.reg()); d a constant (strength-reduced)
+    or a register (div.u32: nothing better is known at compile time)."""
+    if isinstance(d, str):
+        b(f"div.u32 {dst}, {x}, {d};")
+        return
     how = magic(d)
     if how[0] == "shift":
         b(f"shr.u32 {dst}, {x}, {how[1]};")
@@ -60,8 +64,11 @@ def emit_udiv(b, dst: str, x: str, d: int) -> None:
         b(f"shr.u32 {dst}, {u}, {how[2] - 1};")
 
 
-def emit_urem(b, dst: str, x: str, d: int) -> None:
-    """dst = x % d (u32)."""
+def emit_urem(b, dst: str, x: str, d: int | str) -> None:
+    """dst = x % d (u32); d a constant or a register, as for emit_udiv."""
+    if isinstance(d, str):
+        b(f"rem.u32 {dst}, {x}, {d};")
+        return
     if d & (d - 1) == 0:
         b(f"and.b32 {dst}, {x}, {d - 1};")
         return

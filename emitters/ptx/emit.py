@@ -74,6 +74,10 @@ class Emitter:
             self.b(f"add.u32 {r}, {r}, {extra};")
         return r
 
+    def divisor(self, a) -> int | str:
+        """A divisor for emit_udiv / emit_urem: the constant itself, else its register."""
+        return a if isinstance(a, int) else self.val(a)
+
     def stage_of(self, ctr, stages: int) -> str:
         r = self.b.reg()
         emit_urem(self.b, r, self.val(ctr), stages)
@@ -243,20 +247,16 @@ def _scalar(self: Emitter, n: Node) -> None:
         p = self.decls[a[0]]
         sym = p.type.shape[n.get("axis")]
         b(f"ld.param.u32 {d}, [dim_{sym}];")
-    elif op in (Op.DIV, Op.MOD) and isinstance(a[1], int):      # by a constant: no MUFU sequence
-        (emit_udiv if op is Op.DIV else emit_urem)(b, d, self.val(a[0]), a[1])
-    elif op in (Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN):
-        ins = {Op.ADD: "add.s32", Op.SUB: "sub.s32", Op.MUL: "mul.lo.s32", Op.DIV: "div.u32",
-               Op.MOD: "rem.u32", Op.MIN: "min.s32"}[op]
+    elif op in (Op.DIV, Op.MOD):      # a constant divisor is strength-reduced (no MUFU sequence)
+        (emit_udiv if op is Op.DIV else emit_urem)(b, d, self.val(a[0]), self.divisor(a[1]))
+    elif op in (Op.ADD, Op.SUB, Op.MUL, Op.MIN):
+        ins = {Op.ADD: "add.s32", Op.SUB: "sub.s32", Op.MUL: "mul.lo.s32", Op.MIN: "min.s32"}[op]
         b(f"{ins} {d}, {self.val(a[0])}, {self.val(a[1])};")
     elif op is Op.CEILDIV:
         t = b.reg()
         b(f"add.s32 {t}, {self.val(a[0])}, {self.val(a[1])};")
         b(f"sub.s32 {t}, {t}, 1;")
-        if isinstance(a[1], int):
-            emit_udiv(b, d, t, a[1])
-        else:
-            b(f"div.u32 {d}, {t}, {self.val(a[1])};")
+        emit_udiv(b, d, t, self.divisor(a[1]))
     elif op is Op.LT:
         p = b.reg("pred")
         b(f"setp.lt.s32 {p}, {self.val(a[0])}, {self.val(a[1])};")
@@ -273,10 +273,10 @@ def _scalar(self: Emitter, n: Node) -> None:
         b(f"mul.lo.u32 {idx}, {band}, {G * NB};")
         b(f"sub.u32 {idx}, {t}, {idx};")
         if op is Op.TILE_M:
-            b(f"rem.u32 {d}, {idx}, {rows};")
+            emit_urem(b, d, idx, rows)
             b(f"add.u32 {d}, {d}, {first};")
         else:
-            b(f"div.u32 {d}, {idx}, {rows};")
+            emit_udiv(b, d, idx, rows)
     elif op is Op.LOAD_SCALE:
         d = _global_scalar(self, *a)
     elif op is Op.SMEM_SCALAR:
