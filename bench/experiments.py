@@ -32,6 +32,8 @@ VARIANTS = {
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
+    "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
@@ -92,6 +94,16 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                                 kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
+    if variant_base in ("floor", "copyB"):    # references for the small-M fixed costs (step 21)
+        if variant_base == "floor":
+            x = torch.zeros(1, device=device)
+            run, nbytes = (lambda: x.add_(1)), 8
+        else:
+            y = torch.empty_like(B)
+            run, nbytes = (lambda: y.copy_(B)), 2 * B.numel()
+        ms = do_bench(run)
+        return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": variant_base, "ms": ms,
+                "gbps": nbytes / ms / 1e6}
     if variant_base == "cublas":              # the baseline in the same conditions (clocks included)
         run = cublas_fp8_gemm(A, sfa, B, sfb)
         diff = calc_diff(run().double(), ref)
