@@ -18,8 +18,9 @@ from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: 
 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
-from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig  # noqa: E402
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
+from dgir.passes.trace_timeline import EVENTS, TraceTimeline  # noqa: E402
 
 VARIANTS = {
     "default": lambda: None,
@@ -32,6 +33,7 @@ VARIANTS = {
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
+    "trace": lambda: pipeline_with() + [TraceTimeline()],   # per-CTA milestone timestamps (timeline())
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
@@ -76,6 +78,43 @@ class GenericDivision:
         self.emit.emit_udiv, self.emit.emit_urem = self.saved
 
 
+def timeline(run, trace, launches=7) -> dict:
+    """Where one launch's time goes: for each milestone of trace_timeline.EVENTS, the median and the
+    max over CTAs of (CTA's time there - first CTA's load_start), in us of %globaltimer, and for the
+    intra-CTA spans the median over CTAs in SM cycles (%clock64).  L2 flushed before each launch as
+    do_bench does; the median launch (by span) is reported."""
+    flush = torch.empty(256 << 20, dtype=torch.int8, device=trace.device)
+    runs = []
+    for _ in range(launches):
+        trace.zero_()
+        flush.zero_()
+        torch.cuda.synchronize()
+        run()
+        torch.cuda.synchronize()
+        runs.append(trace.cpu())
+    names = [e[0] for e in EVENTS]
+    t0s = [r[:, 0, 0][r[:, 0, 0] > 0].min() for r in runs]
+    spans = [float(r[:, names.index("mma_end"), 0].max() - t0) / 1e3 for r, t0 in zip(runs, t0s)]
+    i = sorted(range(launches), key=lambda j: spans[j])[launches // 2]
+    r, t0 = runs[i], t0s[i]
+    out = {"span_us": spans[i], "spans_us": [round(x, 3) for x in spans]}
+    for e, name in enumerate(names):
+        ns = r[:, e, 0]
+        ok = ns > 0
+        if ok.any():
+            rel = (ns[ok] - t0).double() / 1e3
+            out[f"{name}_us_med"] = round(float(rel.median()), 3)
+            out[f"{name}_us_max"] = round(float(rel.max()), 3)
+    cyc = lambda a, b: r[:, names.index(b), 1] - r[:, names.index(a), 1]  # noqa: E731
+    for a, b in (("load_start", "first_acquire"), ("mma_start", "first_full"), ("first_full", "first_kloop_end"),
+                 ("first_kloop_end", "tile_end"), ("mma_start", "mma_end")):
+        c = cyc(a, b)
+        c = c[(r[:, names.index(a), 1] > 0) & (r[:, names.index(b), 1] > 0)]
+        if c.numel():
+            out[f"cycles_{a}__{b}_med"] = int(c.median())
+    return out
+
+
 def run_one(spec: str, device, spread=2.0, clocks=False):
     shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
     variant = variant or "default"
@@ -113,7 +152,11 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     with GenericDivision() if variant_base == "divgeneric" else contextlib.nullcontext():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)
-    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)   # the API's warm path
+    tensors = kernel_tensors(A, sfa, B, sfb, d)
+    if variant_base == "trace":
+        ctas = kernel_grid(kern.grid_attrs, m)
+        tensors["TRACE"] = torch.zeros((ctas, len(EVENTS), 2), dtype=torch.int64, device=device)
+    plan = kern.plan(tensors, m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
     run = lambda: plan(stream)  # noqa: E731
     run()
@@ -123,7 +166,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     ms = do_bench(run)
     nbytes = m * k + n * k + m * n * 2 + sfa.numel() * 4 + sfb.numel() * 4
     res = kern.result
-    return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
+    extra = timeline(run, tensors["TRACE"]) if variant_base == "trace" else {}
+    return {**extra, "spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
             "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
             "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,
             "sass_patch": getattr(res, "sass_patch", ""), "grid_ctas": getattr(kern, "grid_attrs", {}).get("num_sms"),

@@ -356,7 +356,7 @@ class _Machine:
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
             Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_RESET: self._split_reset,
-            Op.STORE_DIRECT: self._store_direct,
+            Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,
         }
 
     # --- inputs ---------------------------------------------------------------------------------
@@ -1037,6 +1037,14 @@ class _Machine:
         for s in range(n.get("splits")):        # slice order, FP32 adds: as the kernel does
             acc = acc + ws[s, r_lo:r_hi, n0:c_hi].float()
         dst[r_lo:r_hi, n0:c_hi] = acc.to(dst.dtype)
+
+    def _timestamp(self, t: _Task, n: Node):
+        """The machine's step count stands in for both clocks: it orders a CTA's milestones."""
+        if t.wg_local:
+            return
+        slot = self.tensors[n.args[0]][t.cta.block_id, n.get("event")]
+        if n.get("keep") == "last" or int(slot[0]) == 0:
+            slot[:] = self.steps
 
     def _split_reset(self, t: _Task, n: Node):
         locks, tile = n.args

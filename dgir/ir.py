@@ -106,6 +106,8 @@ class Op(enum.Enum):
     SPLIT_REDUCE = "split_reduce"  # args: D, workspace, m0, n0: D = bf16(sum over slices 0..S-1)
     SPLIT_RESET = "split_reset"    # args: counters, tile: zero the counter for the next launch
     STORE_DIRECT = "store_direct"  # args: D, acc, m0, n0: bf16 pairs straight from registers, rows < M
+    TIMESTAMP = "timestamp"        # args: trace param; attrs: event, keep (first | last): the region's first
+                                   # warpgroup writes %globaltimer and %clock64 into trace[cta, event]
     # Ascend (AscendC units; `pipe` attr: MTE2 GM->L1/UB, MTE1 L1->L0A/B, M cube, FIX L0C->GM, V vector, MTE3 UB->GM)
     LOCAL = "local"              # on-chip buffer; attrs: pos (L1, L0A, L0B, L0C, UB), offset (set by allocation)
     COPY_IN = "copy_in"          # GM -> local (MTE2); args: dst, param, row0, col0, rows, cols; attrs: nd2nz

@@ -102,6 +102,9 @@ class LoadedKernel:
         if any(p.get("workspace") and name not in tensors for name, p in self.decls.items()):
             tensors = {**self.workspace(m, tensors["A"].device), **tensors}
         self._keep = tensors                  # the launch must not outlive its workspace
+        missing = [name for _, kind, name in self.params if kind != "dim" and name not in tensors]
+        if missing:
+            raise ValueError(f"{self.result.name}: no tensor for param(s) {', '.join(missing)}")
         args = []
         for ptx_name, kind, name in self.params:
             if kind == "tmap":

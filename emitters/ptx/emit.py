@@ -16,6 +16,7 @@ from .epilogue import (_split_arrive, _split_reduce, _split_reset, _split_store,
                        _tma_store, _tma_store_wait)
 from .errors import EmitError
 from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
+from .trace import _timestamp
 
 PTX_VERSION = "8.7"
 
@@ -313,7 +314,7 @@ def _if(self: Emitter, n: Node) -> None:
 
 
 # one emitting function per op, grouped by role: channel protocol and loads (channels.py), tensor-core
-# math and promotion (mma.py), stores and split-K (epilogue.py)
+# math and promotion (mma.py), stores and split-K (epilogue.py), timestamps (trace.py)
 EMIT = {op: _scalar for op in SCALAR_OPS}
 EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
@@ -322,7 +323,7 @@ EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.PROMOTE: _promote, Op.SCALE: _scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
-             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset})
+             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp})
 
 
 def emit_ptx(kernel: Node) -> str:

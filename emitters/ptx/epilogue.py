@@ -219,7 +219,16 @@ def _split_arrive(self: Emitter, n: Node) -> None:
     self.env[n.name] = d
 
 
+# Registers a thread may hold for partials in flight during the reduction (the accumulator is dead
+# by then; the math warpgroups have 216).
+REDUCE_INFLIGHT_REGS = 128
+
+
 def _split_reduce(self: Emitter, n: Node) -> None:
+    """D tile = bf16(sum over slices 0..S-1 of W[s] tile), added in slice order whoever reduces, so the
+    sum has the same bits in every run.  The loads of every slice are issued before the first add:
+    the reduction is one L2 round trip per chunk, not S of them (a loop over slices cost ~3 us at S=7,
+    bench/TUNING.md step 21)."""
     D, W = n.args[:2]
     b = self.b
     S, BN = n.get("splits"), n.get("n")
@@ -227,38 +236,39 @@ def _split_reduce(self: Emitter, n: Node) -> None:
     M = b.reg()
     b(f"ld.param.u32 {M}, [dim_M];")
     N = self.k.get("n")
-    sums = b.regs("f32", BN // 2)           # one running sum per accumulator-fragment element
-    for r in sums:
-        b(f"mov.f32 {r}, 0f00000000;")
+    plane_bytes = b.reg("b64")                # one slice of W is M x N floats
+    b(f"mul.wide.u32 {plane_bytes}, {M}, {4 * N};")
     pairs = []
-    _for_each_pair(self, n, BN, lambda j, half, r, col, ok: pairs.append((j, half, r, col, ok)))
-    # slice order 0..S-1 whoever reduces: the sum is the same bits in every run
-    s_reg, plane = b.reg(), b.reg()
-    b(f"mov.u32 {s_reg}, 0;")
-    head, end = b.label("reduce_slices"), b.label("reduce_done")
-    b.put_label(head)
-    p = b.reg("pred")
-    b(f"setp.ge.u32 {p}, {s_reg}, {S};")
-    b(f"@{p} bra {end};")
-    b(f"mul.lo.u32 {plane}, {s_reg}, {M};")
-    for j, half, r, col, ok in pairs:
-        idx, off, addr, px, py = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("f32"), b.reg("f32")
-        b(f"add.u32 {idx}, {plane}, {r};")
-        b(f"mad.lo.u32 {idx}, {idx}, {N}, {col};")
-        b(f"mul.wide.u32 {off}, {idx}, 4;")
-        b(f"add.s64 {addr}, {base}, {off};")
-        b(f"mov.f32 {px}, 0f00000000;")
-        b(f"mov.f32 {py}, 0f00000000;")
-        b(f"@{ok} ld.global.cg.v2.f32 {{{px}, {py}}}, [{addr}];")
-        v = 4 * j + 2 * half
-        b(f"add.rn.f32 {sums[v]}, {sums[v]}, {px};")
-        b(f"add.rn.f32 {sums[v + 1]}, {sums[v + 1]}, {py};")
-    b(f"add.u32 {s_reg}, {s_reg}, 1;")
-    b(f"bra.uni {head};")
-    b.put_label(end)
-    for j, half, r, col, ok in pairs:
-        v = 4 * j + 2 * half
-        _store_bf16_pair(self, dptr, N, r, col, sums[v], sums[v + 1], ok)
+    _for_each_pair(self, n, BN, lambda j, half, r, col, ok: pairs.append((r, col, ok)))
+    chunk = max(1, REDUCE_INFLIGHT_REGS // (2 * S))
+    for at in range(0, len(pairs), chunk):
+        group = pairs[at:at + chunk]
+        loaded = []                           # loaded[i][s] = (x, y) of pair i, slice s
+        for r, col, ok in group:
+            idx, off, addr = b.reg(), b.reg("b64"), b.reg("b64")
+            b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+            b(f"mul.wide.u32 {off}, {idx}, 4;")
+            b(f"add.s64 {addr}, {base}, {off};")
+            xy = []
+            for s in range(S):
+                px, py = b.reg("f32"), b.reg("f32")
+                b(f"mov.f32 {px}, 0f00000000;")
+                b(f"mov.f32 {py}, 0f00000000;")
+                b(f"@{ok} ld.global.cg.v2.f32 {{{px}, {py}}}, [{addr}];")
+                xy.append((px, py))
+                if s + 1 < S:
+                    nxt = b.reg("b64")
+                    b(f"add.s64 {nxt}, {addr}, {plane_bytes};")
+                    addr = nxt
+            loaded.append(xy)
+        for (r, col, ok), xy in zip(group, loaded):
+            sx, sy = b.reg("f32"), b.reg("f32")
+            b(f"mov.f32 {sx}, 0f00000000;")
+            b(f"mov.f32 {sy}, 0f00000000;")
+            for px, py in xy:                 # slice order: 0 + W[0] + W[1] + ... as before
+                b(f"add.rn.f32 {sx}, {sx}, {px};")
+                b(f"add.rn.f32 {sy}, {sy}, {py};")
+            _store_bf16_pair(self, dptr, N, r, col, sx, sy, ok)
 
 
 def _split_reset(self: Emitter, n: Node) -> None:

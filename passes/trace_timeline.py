@@ -1,0 +1,91 @@
+"""trace_timeline: timestamps at the milestones of each CTA's roles (an opt-in measuring pass)."""
+from __future__ import annotations
+
+from dgir.ir import Node, Op, Type, DType
+
+from . import Pass
+
+# (event, role, where, keep): `where` names the op the timestamp follows ("start" / "end" of the
+# region, or the first op of a kind in program order); keep="first" records the first time a
+# CTA gets there (inside loops), "last" the last time.
+EVENTS = (
+    ("load_start", "load", "start", "last"),
+    ("first_acquire", "load", "before:acquire", "first"),    # a slot is free: the first TMA goes out next
+    ("load_end", "load", "end", "last"),
+    ("mma_start", "mma", "start", "last"),
+    ("first_full", "mma", "after:wait", "first"),            # the first stage's bytes have landed
+    ("first_kloop_end", "mma", "after:kloop", "first"),      # first tile's K loop done (epilogue next)
+    ("tile_end", "mma", "end:tile", "last"),                 # last tile's epilogue done
+    ("mma_end", "mma", "end", "last"),
+)
+TRACE = "TRACE"
+
+
+class TraceTimeline(Pass):
+    """Record, per CTA, when its load and math roles reach the milestones in `EVENTS`: a
+    `timestamp` op after each milestone writes %globaltimer (ns, comparable across SMs) and
+    %clock64 (the SM's cycles) into a new param %TRACE : u64[CTAS, events, 2], which the caller
+    passes (zeroed) and reads back.  The first warpgroup of a region records; a "first" event
+    inside a loop keeps its first value (compare-and-swap against 0).
+
+    Not in any default pipeline: it measures where a kernel's fixed costs go (launch skew, first
+    TMA round trip, epilogue, split-K reduction) - bench/experiments.py variant `trace`.  Run it
+    last so that the timestamps do not disturb the scheduling passes' view of the IR.
+    """
+    name = "trace_timeline"
+
+    def run(self, kernel: Node) -> Node:
+        if any(n.op is Op.PARAM and n.name == TRACE for n in kernel.body):
+            return kernel                                   # idempotent
+        names = [e[0] for e in EVENTS]
+        decl = Node(Op.PARAM, TRACE, (), Type(DType.u64, ("CTAS", len(EVENTS), 2)),
+                    {"layout": "rowmajor", "trace": True, "events": tuple(names)})
+        body = []
+        for n in kernel.body:
+            if n.op is Op.WARPGROUP:
+                for role in n.get("roles", ()):
+                    for i, (_, r, where, keep) in enumerate(EVENTS):
+                        if r == role:
+                            n = _place(n, where, _stamp(i, keep, role))
+            body.append(n)
+        params = [n for n in body if n.op is Op.PARAM]
+        at = body.index(params[-1]) + 1
+        return kernel.with_body(body[:at] + [decl] + body[at:])
+
+
+def _stamp(event: int, keep: str, role: str) -> Node:
+    return Node(Op.TIMESTAMP, "", (TRACE,), None, {"event": event, "keep": keep, "role": role})
+
+
+def _place(region: Node, where: str, stamp: Node) -> Node:
+    if where == "start":
+        return region.with_body((stamp,) + region.body)
+    if where == "end":
+        return region.with_body(region.body + (stamp,))
+    tile_loop = next((n for n in region.body if n.op is Op.FOR), None)
+    if where == "end:tile":
+        if tile_loop is None:
+            return region
+        return region.with_body(tuple(n.with_body(n.body + (stamp,)) if n is tile_loop else n for n in region.body))
+    side, kind = where.split(":")
+    if kind == "kloop":           # the K loop: the loop inside the tile loop that waits on a channel
+        match = lambda n: n.op is Op.FOR and n is not tile_loop and any(m.op is Op.WAIT for m in n.walk())  # noqa: E731
+    else:
+        match = lambda n: n.op is Op(kind)  # noqa: E731
+    done = [False]
+
+    def visit(n: Node) -> Node:
+        if not n.body:
+            return n
+        out = []
+        for c in n.body:
+            if not done[0] and match(c):
+                done[0] = True
+                out += [stamp, c] if side == "before" else [c, stamp]
+            else:
+                out.append(visit(c))
+        return n.with_body(out)
+    return visit(region)
+
+
+PASS = TraceTimeline()
