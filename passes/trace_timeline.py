@@ -26,7 +26,8 @@ class TraceTimeline(Pass):
     `timestamp` op after each milestone writes %globaltimer (ns, comparable across SMs) and
     %clock64 (the SM's cycles) into a new param %TRACE : u64[CTAS, events, 2], which the caller
     passes (zeroed) and reads back.  The first warpgroup of a region records; a "first" event
-    inside a loop keeps its first value (compare-and-swap against 0).
+    inside a loop records on its first pass only (a predicate register, so later iterations pay a
+    branch, not a store: an atomic per K block once doubled a small-M kernel's time).
 
     Not in any default pipeline: it measures where a kernel's fixed costs go (launch skew, first
     TMA round trip, epilogue, split-K reduction) - bench/experiments.py variant `trace`.  Run it

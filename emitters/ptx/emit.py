@@ -16,7 +16,7 @@ from .epilogue import (_split_arrive, _split_reduce, _split_reset, _split_store,
                        _tma_store, _tma_store_wait)
 from .errors import EmitError
 from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
-from .trace import _timestamp
+from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
 
@@ -221,6 +221,7 @@ class Emitter:
         self.col0 = b.reg()
         b(f"and.b32 {self.col0}, {self.lane}, 3;")
         b(f"shl.b32 {self.col0}, {self.col0}, 1;")
+        init_first_flags(self, r)
         self.body(r.body)
 
     def body(self, nodes) -> None:

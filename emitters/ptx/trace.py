@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dgir.ir import Node
+from dgir.ir import Node, Op
 
 if TYPE_CHECKING:
     from .emit import Emitter
@@ -13,6 +13,11 @@ if TYPE_CHECKING:
 def _timestamp(self: Emitter, n: Node) -> None:
     b = self.b
     skip = b.label("timestamp_done")
+    first = n.get("keep") == "first"
+    if first:              # a milestone inside a loop: only its first pass records (no atomics in the loop)
+        done = self.first_flags[n.get("event")]
+        b(f"@{done} bra {skip};")
+        b(f"setp.eq.u32 {done}, 0, 0;")
     other = b.reg("pred")
     b(f"setp.ne.u32 {other}, {self.wg_local}, 0;")
     b(f"@{other} bra {skip};")
@@ -28,12 +33,14 @@ def _timestamp(self: Emitter, n: Node) -> None:
     b(f"ld.param.u64 {ptr}, [ptr_{n.args[0]}];")
     b(f"cvta.to.global.u64 {ptr}, {ptr};")
     b(f"add.s64 {ptr}, {ptr}, {off};")
-    if n.get("keep") == "first":     # a milestone inside a loop: the first arrival wins
-        old = b.reg("b64")
-        b(f"atom.global.cas.b64 {old}, [{ptr}], 0, {ns};")
-        won = b.reg("pred")
-        b(f"setp.eq.u64 {won}, {old}, 0;")
-        b(f"@{won} st.global.u64 [{ptr}+8], {cycles};")
-    else:
-        b(f"st.global.v2.u64 [{ptr}], {{{ns}, {cycles}}};")
+    b(f"st.global.v2.u64 [{ptr}], {{{ns}, {cycles}}};")
     b.put_label(skip)
+
+
+def init_first_flags(self: Emitter, region: Node) -> None:
+    """One predicate per keep="first" timestamp of the region, false until it has recorded."""
+    self.first_flags = {}
+    for n in region.walk():
+        if n.op is Op.TIMESTAMP and n.get("keep") == "first":
+            flag = self.first_flags[n.get("event")] = self.b.reg("pred")
+            self.b(f"setp.ne.u32 {flag}, 0, 0;")
