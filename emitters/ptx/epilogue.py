@@ -205,7 +205,10 @@ def _split_arrive(self: Emitter, n: Node) -> None:
     b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
     ptr, skip = _counter_of_tile(self, n, "split_arrive_done")
     old, last = b.reg(), b.reg()
-    b("fence.acq_rel.gpu;                      // publish the CTA's partials before counting in")
+    # the release half publishes every partial the bar.sync above ordered before it (cumulativity:
+    # CUTLASS's semaphore is this pattern); the acquire half, with the bar.sync below, makes the
+    # other CTAs' partials visible to the reducing threads.  No separate fence.acq_rel.gpu: each
+    # one waited for the CTA's stores to reach L2 (bench/TUNING.md step 21)
     b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
     p = b.reg("pred")
     b(f"setp.eq.u32 {p}, {old}, {S - 1};")
@@ -215,7 +218,6 @@ def _split_arrive(self: Emitter, n: Node) -> None:
     b(f"bar.sync 15, {nthreads};")
     d = b.reg()
     b(f"ld.shared.u32 {d}, [{flag}];")
-    b("fence.acq_rel.gpu;                      // see the other CTAs' partials")
     self.env[n.name] = d
 
 
