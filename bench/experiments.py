@@ -20,7 +20,6 @@ from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
-from dgir.passes.trace_timeline import EVENTS, TraceTimeline  # noqa: E402
 
 VARIANTS = {
     "default": lambda: None,
@@ -33,7 +32,7 @@ VARIANTS = {
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
-    "trace": lambda: pipeline_with() + [TraceTimeline()],   # per-CTA milestone timestamps (timeline())
+    "trace": lambda: pipeline_with() + [_trace_pass()],     # per-CTA milestone timestamps (timeline())
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
@@ -78,6 +77,11 @@ class GenericDivision:
         self.emit.emit_udiv, self.emit.emit_urem = self.saved
 
 
+def _trace_pass():
+    from dgir.passes.trace_timeline import TraceTimeline     # here: bench/ab_revisions.sh runs this
+    return TraceTimeline()                                   # script against older wheels too
+
+
 def timeline(run, trace, launches=7) -> dict:
     """Where one launch's time goes: for each milestone of trace_timeline.EVENTS, the median and the
     max over CTAs of (CTA's time there - first CTA's load_start), in us of %globaltimer, and for the
@@ -92,6 +96,7 @@ def timeline(run, trace, launches=7) -> dict:
         run()
         torch.cuda.synchronize()
         runs.append(trace.cpu())
+    from dgir.passes.trace_timeline import EVENTS
     names = [e[0] for e in EVENTS]
     t0s = [r[:, 0, 0][r[:, 0, 0] > 0].min() for r in runs]
     spans = [float(r[:, names.index("mma_end"), 0].max() - t0) / 1e3 for r, t0 in zip(runs, t0s)]
@@ -155,6 +160,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     tensors = kernel_tensors(A, sfa, B, sfb, d)
     if variant_base == "trace":
         ctas = kernel_grid(kern.grid_attrs, m)
+        from dgir.passes.trace_timeline import EVENTS
         tensors["TRACE"] = torch.zeros((ctas, len(EVENTS), 2), dtype=torch.int64, device=device)
     plan = kern.plan(tensors, m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
