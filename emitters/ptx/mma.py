@@ -30,31 +30,14 @@ def _smem_read(self: Emitter, n: Node) -> None:
     b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
 
 
-DESC_HI = 1073741888      # high word: SBO 64 (1024 B between 8-row groups), layout 1 (128B swizzle)
-
-
-def _desc_lo(self: Emitter, addr: str) -> str:
-    """Low word of a wgmma descriptor (K-major, 128B swizzle, hopper-ptx.md §4.3): start address >> 4
-    in bits 0-13, LBO 1 at bit 16."""
+def _desc(self: Emitter, addr: str) -> str:
+    """64-bit wgmma descriptor: K-major, 128B swizzle, SBO 1024 (hopper-ptx.md §4.3)."""
     b = self.b
-    lo = b.reg()
+    lo, d = b.reg(), b.reg("b64")
     b(f"shr.u32 {lo}, {addr}, 4;")
     b(f"and.b32 {lo}, {lo}, 16383;")
     b(f"or.b32 {lo}, {lo}, 65536;")
-    return lo
-
-
-def _desc(self: Emitter, lo: str, step: int = 0) -> str:
-    """The 64-bit descriptor `step` 16-byte units past `lo`'s start address.  The K steps of a slot
-    add to the 14-bit address field in the low word only: a slot starts below 228 KB, so the field
-    (at most 14528 + 6) never carries into LBO - one 32-bit add instead of a 64-bit add per step."""
-    b = self.b
-    if step:
-        moved = b.reg()
-        b(f"add.u32 {moved}, {lo}, {step};")
-        lo = moved
-    d = b.reg("b64")
-    b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};")
+    b(f"mov.b64 {d}, {{{lo}, 1073741888}};       // hi: SBO 64, layout 1 (128B swizzle)")
     return d
 
 
@@ -68,7 +51,7 @@ def _wgmma(self: Emitter, n: Node) -> None:
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
     a_addr = self.smem_addr(a_ring, ctr)
     b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
-    la, lb = _desc_lo(self, a_addr), _desc_lo(self, self.smem_addr(b_ring, ctr))
+    da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
     regs = self.tile(acc)
     if len(regs) != N // 2:
         raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
@@ -77,7 +60,11 @@ def _wgmma(self: Emitter, n: Node) -> None:
     b("wgmma.fence.sync.aligned;")
     for s in range(K // kstep):
         scale_d = 1 if (s > 0 or n.get("scale_d", 1)) else 0
-        dA, dB = _desc(self, la, 2 * s), _desc(self, lb, 2 * s)      # 2 units = 32 bytes of K
+        dA, dB = da, db
+        if s:
+            dA, dB = b.reg("b64"), b.reg("b64")
+            b(f"add.s64 {dA}, {da}, {2 * s};")
+            b(f"add.s64 {dB}, {db}, {2 * s};")
         b(f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{types}.{types} "
           f"{{{', '.join(regs)}}}, {dA}, {dB}, {scale_d}{tail};")
     b("wgmma.commit_group.sync.aligned;")
