@@ -17,7 +17,7 @@ source "$(dirname "$0")/device_setup.sh"
 while [ $# -gt 0 ]; do
   case "$1" in
     tests)   # from outside the repository, so that the installed dgir is the one imported
-      (cd /tmp && timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest -m gpu -q -p no:cacheprovider --rootdir="$R" "$R/tests" \
+      (cd /tmp && timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest -m gpu -p no:cacheprovider --rootdir="$R" "$R/tests" \
         2>&1 | tee "$OUT/pytest_gpu.txt" | tail -5) || { echo "gpu tests failed or timed out"; exit 4; } ;;
     bench)
       timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt.json" > "$OUT/bench_log.txt" 2>&1
