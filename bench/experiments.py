@@ -133,7 +133,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
                             split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
                             cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
-                            ctas_per_sm=int(kw.get("o", 1)),
+                            ctas_per_sm=int(kw.get("o", 1)), split_reduce="cluster" if kw.get("sr") == "cl" else "global",
                             math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
                                 kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)

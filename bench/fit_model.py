@@ -22,17 +22,18 @@ from dgir.ops.fp8_gemm import MATH_ORDERS, MODEL, Fp8GemmConfig, ModelParams, co
 
 ROOT = Path(__file__).resolve().parent / "results"
 FILES = ["raw/tune10_exp.json", "raw/tune11_exp.json", "raw/tune12_exp.json", "fp8_gemm_nt.json"]
-NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+))?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(" + "|".join(filter(None, MATH_ORDERS.values())) + ")?$")
+NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+)(dsm)?)?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(" + "|".join(filter(None, MATH_ORDERS.values())) + ")?$")
 
 
 def config_of(kernel: str) -> Fp8GemmConfig | None:
     g = NAME.match(kernel)
     if g is None:
         return None
-    n, k, bm, bn, s, sk, direct, cl, mc, occ, alt = g.groups()
+    n, k, bm, bn, s, sk, dsm, direct, cl, mc, occ, alt = g.groups()
     return Fp8GemmConfig(n=int(n), k=int(k), block_m=int(bm), block_n=int(bn), stages=int(s),
                          split_k=int(sk or 1), epilogue="direct" if direct else "tma", cluster=int(cl or 1),
                          multicast=mc or "A", ctas_per_sm=int(occ or 1),
+                         split_reduce="cluster" if dsm else "global",
                          math_order={suffix: o for o, suffix in MATH_ORDERS.items()}[alt or ""])
 
 

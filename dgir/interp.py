@@ -286,6 +286,11 @@ class _Cta:
         self.sync_arrivals: dict[tuple, int] = {}   # (region, k) -> arrivals
         self.split_results: dict[tuple, int] = {}   # (region, k) -> "this CTA reduces" of arrive k
         self.turns: dict[tuple, list] = {}           # (region, barrier of warpgroup g) -> [passes, waits]
+        # cluster split-K: arrivals on this CTA's ready / done barriers per (partials, round), and
+        # the round each 64-row slice of its partial holds
+        self.partial_ready: dict[tuple, int] = {}
+        self.partial_done: dict[tuple, int] = {}
+        self.partial_round: dict[tuple, int] = {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -357,6 +362,8 @@ class _Machine:
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
             Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_RESET: self._split_reset,
             Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,
+            Op.PARTIAL_PUBLISH: self._partial_publish, Op.PARTIAL_REDUCE: self._partial_reduce,
+            Op.PARTIAL_RECLAIM: self._partial_reclaim,
         }
 
     # --- inputs ---------------------------------------------------------------------------------
@@ -1037,6 +1044,60 @@ class _Machine:
         for s in range(n.get("splits")):        # slice order, FP32 adds: as the kernel does
             acc = acc + ws[s, r_lo:r_hi, n0:c_hi].float()
         dst[r_lo:r_hi, n0:c_hi] = acc.to(dst.dtype)
+
+    # --- split-K over a cluster: partials exchanged through distributed shared memory ---------
+    def _cluster_arrivals(self, t: _Task) -> int:
+        """Arrivals that complete a ready / done barrier: every math warpgroup of every CTA."""
+        return self.cluster * t.n_wgs
+
+    def _partial_publish(self, t: _Task, n: Node):
+        buf, acc, rnd = n.args
+        r = self._int(t, rnd)
+        rows = self._rows(t, torch.empty(10**6), "partial_publish", n.get("wave"))
+        if r > 0 and t.cta.partial_done.get((buf, r - 1), 0) < self._cluster_arrivals(t):
+            raise RaceError(f"partial_publish of round {r} overwrites %{buf} rows {rows.start}.. of CTA "
+                            f"{t.cta.block_id} before every CTA of the cluster read round {r - 1} (no partial_reclaim?)")
+        self.smem[buf]                                           # declared
+        t.cta.smem[buf][0, rows] = self._reg(t, acc, "partial_publish reads")
+        t.cta.partial_round[(buf, rows.start)] = r
+        for cta in t.cta.cluster:                                # st.shared, then arrive.release.cluster
+            cta.partial_ready[(buf, r)] = cta.partial_ready.get((buf, r), 0) + 1
+
+    def _partial_reduce(self, t: _Task, n: Node):
+        D, buf, rnd = n.args[:3]
+        r = self._int(t, rnd)
+        m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
+        need, ready = self._cluster_arrivals(t), t.cta.partial_ready
+        if ready.get((buf, r), 0) < need:
+            yield _Blocker(lambda: ready.get((buf, r), 0) >= need,
+                           lambda: f"partial_reduce round {r}: {ready.get((buf, r), 0)}/{need} partials published")
+        rows = self._rows(t, torch.empty(10**6), "partial_reduce", n.get("wave"))
+        total = None
+        for peer in t.cta.cluster:                               # rank order, FP32 adds from 0
+            if peer.partial_round.get((buf, rows.start)) != r:
+                raise RaceError(f"partial_reduce round {r} in CTA {t.cta.block_id} reads %{buf} of CTA "
+                                f"{peer.block_id}, which holds round {peer.partial_round.get((buf, rows.start))}")
+            part = peer.smem[buf][0, rows].float()
+            total = (torch.zeros_like(part) if total is None else total) + part
+        dst = self.tensors[D]
+        BN = total.shape[1]
+        # this rank's share: the fragment pairs p = 2 * (column // 8) + (row % 16) // 8 with p % S == rank
+        i = torch.arange(total.shape[0]).view(-1, 1)
+        c = torch.arange(BN).view(1, -1)
+        mine = ((2 * (c // 8) + (i % 16) // 8) % self.cluster) == t.cta.rank
+        mine &= (m0 + rows.start + i < dst.shape[0]) & (n0 + c < dst.shape[1])
+        ii, cc = mine.nonzero(as_tuple=True)
+        dst[m0 + rows.start + ii, n0 + cc] = total[ii, cc].to(dst.dtype)
+        for peer in t.cta.cluster:                               # ld.shared::cluster done: arrive on done
+            peer.partial_done[(buf, r)] = peer.partial_done.get((buf, r), 0) + 1
+
+    def _partial_reclaim(self, t: _Task, n: Node):
+        buf, rnd = n.args
+        r = self._int(t, rnd)
+        need, done = self._cluster_arrivals(t), t.cta.partial_done
+        if r > 0 and done.get((buf, r - 1), 0) < need:
+            yield _Blocker(lambda: done.get((buf, r - 1), 0) >= need,
+                           lambda: f"partial_reclaim: {done.get((buf, r - 1), 0)}/{need} CTAs read round {r - 1}")
 
     def _timestamp(self, t: _Task, n: Node):
         """The machine's step count stands in for both clocks: it orders a CTA's milestones."""

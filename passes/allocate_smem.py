@@ -16,7 +16,8 @@ def _align(x: int, a: int) -> int:
 class AllocateSmem(Pass):
     """Lay out the dynamic shared-memory window: 128B-swizzled rings first, each slot 1024-byte
     aligned (a swizzle atom is 8 rows x 128 B, and wgmma descriptors assume base_offset 0), then the
-    other buffers at 128 bytes, then two 8-byte mbarriers (full, empty) per channel stage.  Writes
+    other buffers at 128 bytes, then two 8-byte mbarriers (full, empty) per channel stage, and two (ready, done) per partial tile the
+    CTAs of a cluster exchange (smem with `exchange`).  Writes
     `offset` and `slot_bytes` on each smem decl, `barriers` (offset of full[0]; empty follows full) on
     each channel and `smem_bytes` on the kernel (launch size, including the alignment slack).
     """
@@ -39,6 +40,10 @@ class AllocateSmem(Pass):
             if n.op is Op.CHANNEL:
                 chans[n.name] = n.with_attrs(barriers=off)
                 off += 16 * n.get("stages")
+        for name, n in list(placed.items()):     # a cluster-exchanged partial: ready and done barriers
+            if n.get("exchange"):
+                placed[name] = n.with_attrs(barriers=off)
+                off += 16
         for n in kernel.body:
             body.append(placed.get(n.name) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
         return kernel.with_body(body).with_attrs(smem_bytes=off + BASE_SLACK)

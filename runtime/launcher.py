@@ -42,7 +42,10 @@ class LoadedKernel:
             if resident < 1:
                 raise RuntimeError(f"{result.name}: no cluster of {self.cluster} CTAs with {self.smem} B of "
                                    f"shared memory fits on device {device_index}")
-            self.grid_attrs["num_sms"] = min(self.num_sms, resident * self.cluster)
+            if k.get("split_reduce") == "cluster":   # clusters of K slices walk the output tiles
+                self.grid_attrs["resident_clusters"] = resident
+            else:
+                self.grid_attrs["num_sms"] = min(self.num_sms, resident * self.cluster)
         occupancy = k.get("ctas_per_sm") or 1
         if occupancy > 1:    # as many CTAs per SM as actually fit (never a second wave of CTAs)
             self.grid_attrs["ctas_per_sm"] = max(1, min(occupancy, driver.blocks_per_sm(self.fn, self.threads,

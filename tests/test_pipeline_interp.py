@@ -28,7 +28,7 @@ CLUSTERS4 = [(64, 256, 512, 64, 32, 3, "A"), (330, 96, 384, 64, 32, 2, "B")]   #
 
 def _inputs(cfg, m, n, k):
     ins = fp8_gemm_inputs(m, n, k, seed=m + n + k)
-    if cfg.split_k > 1:    # workspace: poisoned partials, zeroed tile counters
+    if cfg.split_k > 1 and not cfg.split_cluster:    # workspace: poisoned partials, zeroed tile counters
         ins["W"] = torch.full((cfg.split_k, m, n), float("nan"))
         ins["LOCKS"] = torch.zeros(-(-m // cfg.block_m) * -(-n // cfg.block_n), dtype=torch.int32)
     return ins
@@ -125,3 +125,48 @@ def test_async_staged_b_scales_preserve_the_result(m, n, k, bm, bn, stages, clus
     for seed in range(3):
         out = run_kernel(kern, ins, seed=seed)["D"]
         assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), seed
+
+
+# split-K over a cluster (split_reduce="cluster"): (m, n, k, bn, stages, split_k); num_sms small enough
+# that each cluster walks several output tiles (rounds of the ready / done barriers)
+SPLIT_CLUSTERS = [(70, 96, 512, 32, 2, 4), (130, 200, 768, 64, 3, 3), (17, 64, 1024, 16, 2, 8), (64, 136, 896, 40, 2, 7)]
+
+
+@pytest.mark.parametrize("m,n,k,bn,stages,split_k", SPLIT_CLUSTERS)
+def test_every_pass_preserves_the_result_with_cluster_split_k(m, n, k, bn, stages, split_k):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, num_sms=2 * split_k, split_k=split_k,
+                        split_reduce="cluster")
+    final = _check_every_stage(cfg, m, n, k)
+    assert final.get("cluster") == split_k and final.find(Op.PARTIAL_REDUCE)
+    assert not any(p.name in ("W", "LOCKS") for p in final.find(Op.PARAM))     # no global workspace
+
+
+def test_cluster_split_k_is_deterministic_and_equals_the_global_reduction():
+    """Rank order in the cluster = slice order of the global reduction: the same bits, whatever
+    the grid and the task interleaving."""
+    base = dict(n=192, k=1024, block_m=64, block_n=64, stages=3, num_sms=8, split_k=4)
+    ins = fp8_gemm_inputs(100, 192, 1024, seed=5)
+    kern = run_pipeline(lower(Fp8GemmConfig(**base, split_reduce="cluster")), pipeline("sm90a"))
+    outs = [run_kernel(kern, {k: v.clone() for k, v in ins.items()}, grid=g, seed=s)["D"]
+            for g, s in ((4, 0), (8, 1), (12, 2))]
+    cfg = Fp8GemmConfig(**base)
+    ref = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), _inputs(cfg, 100, 192, 1024) | dict(ins))["D"]
+    assert all(torch.equal(o.view(torch.int16), ref.view(torch.int16)) for o in outs)
+
+
+def test_cluster_split_k_without_reclaim_is_a_race():
+    """Dropping the wait for the peers' reads lets a CTA overwrite its partial of round r with round
+    r + 1 while a peer may still read it: the interpreter reports it (or the reads see a mixed round)."""
+    from dgir.interp import RaceError
+    cfg = Fp8GemmConfig(n=512, k=256, block_m=64, block_n=32, stages=4, num_sms=2, split_k=2, split_reduce="cluster")
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+
+    def drop(n):
+        body = [drop(c) for c in n.body if c.op is not Op.PARTIAL_RECLAIM]
+        return n.with_body(body) if n.body else n
+    broken = drop(kern)
+    assert not broken.find(Op.PARTIAL_RECLAIM)
+    ins = fp8_gemm_inputs(64, 512, 256, seed=2)
+    with pytest.raises(RaceError, match="partial_publish of round"):
+        for seed in range(60):          # some interleavings (3 of the first 20) run a CTA a round ahead
+            run_kernel(broken, {k: v.clone() for k, v in ins.items()}, seed=seed)

@@ -100,7 +100,7 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     (dict(cluster=4, multicast="B", block_n=48), "splits its 48-row panel in 4 parts"),
     (dict(cluster=2, num_sms=131), "needs num_sms divisible by it"),
     (dict(ctas_per_sm=3), "ctas_per_sm must be 1 or 2"),
-    (dict(ctas_per_sm=2, block_m=128), "ctas_per_sm=2 is for block_m=64 without clusters"),
+    (dict(ctas_per_sm=2, block_m=128), "ctas_per_sm=2 is for block_m=64 without multicast clusters"),
 ])
 def test_illegal_configs_are_rejected_naming_the_field(fields, match):
     from dgir.ops import OpError

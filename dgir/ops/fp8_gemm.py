@@ -55,6 +55,9 @@ class Fp8GemmConfig:
     ctas_per_sm: int = 1         # 2: two CTAs share each SM (half the registers and shared memory
                                  # each), so two K-block chains run side by side: for small M, where
                                  # one CTA's serial chain (wait, wgmma, promote) is the bottleneck
+    split_reduce: str = "global"  # split-K: "global": FP32 partials in a global workspace, the last
+                                 # slice's CTA sums them; "cluster": the split_k slices of a tile run as
+                                 # one cluster and sum each other's partials from shared memory (DSMEM)
     math_order: str = "together"  # "alternate": the two math warpgroups take turns issuing their wgmma
                                  # groups (order_wgmma_issue pass), so one promotes while the other's
                                  # group runs; "pingpong": the turn passes only when the group retired;
@@ -89,8 +92,13 @@ class Fp8GemmConfig:
     def k_blocks_per_split(self) -> int:
         return self.k_blocks // self.split_k
 
+    @property
+    def split_cluster(self) -> bool:
+        """The K slices of a tile form one cluster and reduce over distributed shared memory."""
+        return self.split_k > 1 and self.split_reduce == "cluster"
+
     def kernel_name(self) -> str:
-        split = f"_sk{self.split_k}" if self.split_k > 1 else ""
+        split = f"_sk{self.split_k}{'dsm' if self.split_cluster else ''}" if self.split_k > 1 else ""
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
@@ -99,11 +107,17 @@ class Fp8GemmConfig:
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
-                    multicast: str = "A", ctas_per_sm: int = 1) -> int:
+                    multicast: str = "A", ctas_per_sm: int = 1, split_cluster: bool = False,
+                    resident_clusters: int | None = None) -> int:
     """CTAs of the persistent launch: one per tile up to `ctas_per_sm` per SM; with clusters, whole
     clusters (a cluster walks tiles of the cluster grid, where one cluster tile is `cluster`
-    neighbouring tiles along N (multicast of A) or along M (multicast of B))."""
+    neighbouring tiles along N (multicast of A) or along M (multicast of B)).  With `split_cluster`
+    a cluster is the split_k slices of one output tile and walks output tiles, as many clusters as
+    are resident at once (`resident_clusters`, from the occupancy query; else the SM slots)."""
     m_blocks = ceil_div(max(m, 1), block_m)
+    if split_cluster:
+        slots = resident_clusters or (num_sms * ctas_per_sm) // split_k
+        return split_k * max(1, min(m_blocks * n_blocks, slots))
     if cluster == 1:
         return max(1, min(m_blocks * n_blocks * split_k, num_sms * ctas_per_sm))
     cluster_tiles = (m_blocks * (n_blocks // cluster) if multicast == "A"
@@ -115,7 +129,8 @@ def kernel_grid(attrs, m: int) -> int:
     """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
     get = attrs.get
     return persistent_grid(m, get("block_m"), ceil_div(get("n"), get("block_n")), get("split_k") or 1,
-                           get("num_sms"), get("cluster") or 1, get("multicast") or "A", get("ctas_per_sm") or 1)
+                           get("num_sms"), get("cluster") or 1, get("multicast") or "A", get("ctas_per_sm") or 1,
+                           get("split_reduce") == "cluster", get("resident_clusters"))
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -297,6 +312,13 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
+    if cfg.split_reduce not in ("global", "cluster"):
+        raise OpError(f"fp8_gemm_nt: split_reduce must be 'global' or 'cluster', got {cfg.split_reduce!r}")
+    if cfg.split_cluster:
+        if cfg.split_k > 8 or cfg.cluster > 1 or cfg.block_m != 64:
+            raise OpError(f"fp8_gemm_nt: split_reduce='cluster' runs the split_k={cfg.split_k} slices of a tile as "
+                          f"one cluster: needs split_k <= 8 (portable cluster size), cluster=1 and block_m=64 "
+                          f"(one math warpgroup: with two, the 168-register budget spills in the reduction)")
     if cfg.math_order not in MATH_ORDERS:
         raise OpError(f"fp8_gemm_nt: math_order must be one of {', '.join(map(repr, MATH_ORDERS))}, "
                       f"got {cfg.math_order!r}")
@@ -306,8 +328,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
-        raise OpError("fp8_gemm_nt: ctas_per_sm=2 is for block_m=64 without clusters (one math warpgroup, "
-                      "half the register file per CTA)")
+        raise OpError("fp8_gemm_nt: ctas_per_sm=2 is for block_m=64 without multicast clusters (one math "
+                      "warpgroup, half the register file per CTA)")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:
@@ -328,12 +350,13 @@ def lower(cfg: Fp8GemmConfig) -> Node:
               fit_m=fit((0, 4)))
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
+    XC = cfg.split_cluster          # the K slices of a tile are one cluster (DSMEM reduction)
     if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA
         box, swz = ((64, 64), 128) if BN % 64 == 0 else ((BN, 64), 0)
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=box, swizzle=swz)
     else:         # written by the reducing CTA with plain stores
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor")
-    if SK > 1:
+    if SK > 1 and not XC:
         # split-K: FP32 partials per K slice, and one arrival counter per output tile (zero between
         # launches: the CTA that reduces a tile resets its counter)
         decl.emit(Op.PARAM, "W", type=Type(DType.f32, (SK, "M", cfg.n)), layout="rowmajor", workspace=True)
@@ -347,6 +370,9 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     swizzled_d = BN % 64 == 0
     if tma_epilogue:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
+    elif XC:   # this CTA's FP32 partial, which the cluster's CTAs read; its ready / done barriers
+        # count one arrival per math thread of every CTA of the cluster
+        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (BM, BN)), exchange=SK, arrivals=SK * 128 * cfg.math_wgs)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it
@@ -374,11 +400,13 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         tiles this walker takes).  The loop counts this walker's own tiles (li = 0, 1, ...; tile
         t = bid + li * gsz): the ring counter base li * KBS then needs no division per tile (a
         division by the run-time grid size is a MUFU.RCP sequence in SASS; this one runs once)."""
-        bid = b.scalar(Op.SREG, "bid", which="block_id" if CL == 1 else "cluster_id")
-        gsz = b.scalar(Op.SREG, "gsz", which="grid_size" if CL == 1 else "cluster_count")
+        clustered = CL > 1 or XC
+        bid = b.scalar(Op.SREG, "bid", which="cluster_id" if clustered else "block_id")
+        gsz = b.scalar(Op.SREG, "gsz", which="cluster_count" if clustered else "grid_size")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
         mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
-        ntiles = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks * SK)
+        # a cluster of slices walks output tiles; otherwise every K slice is a tile of the walk
+        ntiles = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks * (1 if XC else SK))
         left = b.scalar(Op.SUB, "tiles_left", ntiles, b.scalar(Op.MIN, "first", bid, ntiles))
         mine = b.scalar(Op.CEILDIV, "my_tiles", left, gsz)
         return bid, gsz, mblocks, mine
@@ -391,7 +419,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         t = b.scalar(Op.ADD, "t", bid, b.scalar(Op.MUL, "t_off", li, gsz))
         base = b.scalar(Op.MUL, "kb_base", li, KBS)
         mn, split, kb0 = t, None, 0
-        if SK > 1:   # the K slices of one output tile are neighbours in the tile order
+        if XC:       # the CTA's rank in its cluster is its K slice
+            split = b.scalar(Op.SREG, "split", which="cluster_rank")
+            kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
+        elif SK > 1:   # the K slices of one output tile are neighbours in the tile order
             mn = b.scalar(Op.DIV, "mn", t, SK)
             split = b.scalar(Op.MOD, "split", t, SK)
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
@@ -449,7 +480,14 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, sb0, sb1, n0, n=BN, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
-        if SK > 1:
+        if XC:
+            # cluster split-K: publish this slice's partial in shared memory (once the cluster has
+            # read the previous one), then every CTA sums its share of the tile over the cluster's
+            # partials in rank order (deterministic) into D
+            b.emit(Op.PARTIAL_RECLAIM, "", "partials", li, role="store")
+            b.emit(Op.PARTIAL_PUBLISH, "", "partials", accs[0], li, role="store")
+            b.emit(Op.PARTIAL_REDUCE, "", "D", "partials", li, m0, n0, role="store", splits=SK, n=BN)
+        elif SK > 1:
             # split-K epilogue: store this slice's FP32 partial, count the slice in; the CTA that
             # brings the count to SK sums the partials in slice order 0..SK-1 (deterministic) into D
             for w, acc in enumerate(accs):
@@ -467,6 +505,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 b.emit(Op.STORE_DIRECT, "", "D", acc, m0, n0, role="store", wave=wave(w))
     if tma_epilogue:
         b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
+    if XC:   # the CTA may exit only when the cluster has read its last partial
+        b.emit(Op.PARTIAL_RECLAIM, "", "partials", mine, role="store")
     consumers = Node(Op.WARPGROUP, "", (), None,
                      {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())
 
@@ -478,6 +518,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs["math_order"] = cfg.math_order      # read by the order_wgmma_issue pass
     if CL > 1:
         attrs.update(cluster=CL, multicast=cfg.multicast)
+    if XC:
+        attrs.update(cluster=SK, split_reduce="cluster")
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

@@ -16,6 +16,7 @@ from .epilogue import (_split_arrive, _split_reduce, _split_reset, _split_store,
                        _tma_store, _tma_store_wait)
 from .errors import EmitError
 from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
+from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
@@ -156,6 +157,10 @@ class Emitter:
                 # every warp of every consumer warpgroup (of every CTA of a cluster channel) arrives once per use
                 arrivals = 4 * c.get("consumers") * (c.get("cluster") or 1)
                 b(f"mbarrier.init.shared::cta.b64 [{self.base}+{c.get('barriers') + 8 * (S + s)}], {arrivals};  // %{c.name} empty[{s}]")
+        for x in (n for n in k.body if n.op is Op.SMEM and n.get("exchange")):
+            # a partial the cluster exchanges: ready / done, one arrival per math thread of each CTA
+            for i, what in enumerate(("ready", "done")):
+                b(f"mbarrier.init.shared::cta.b64 [{self.base}+{x.get('barriers') + 8 * i}], {x.get('arrivals')};  // %{x.name} {what}")
         b("fence.mbarrier_init.release.cluster;")
         b.put_label(done)
         if (k.get("cluster") or 1) > 1:
@@ -315,7 +320,8 @@ def _if(self: Emitter, n: Node) -> None:
 
 
 # one emitting function per op, grouped by role: channel protocol and loads (channels.py), tensor-core
-# math and promotion (mma.py), stores and split-K (epilogue.py), timestamps (trace.py)
+# math and promotion (mma.py), stores and split-K (epilogue.py), split-K over a cluster
+# (cluster_split.py), timestamps (trace.py)
 EMIT = {op: _scalar for op in SCALAR_OPS}
 EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
@@ -324,7 +330,9 @@ EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.PROMOTE: _promote, Op.SCALE: _scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
-             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp})
+             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp,
+             Op.PARTIAL_PUBLISH: _partial_publish, Op.PARTIAL_REDUCE: _partial_reduce,
+             Op.PARTIAL_RECLAIM: _partial_reclaim})
 
 
 def emit_ptx(kernel: Node) -> str:

@@ -1,0 +1,52 @@
+"""Split-K over a cluster (split_reduce="cluster"): config rules, the launch grid, and the PTX (the
+interpreter checks of the protocol are in test_pipeline_interp.py; the H200 run in test_gpu_fp8.py)."""
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from dgir.compiler import compile
+from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, persistent_grid
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(split_reduce="dsmem"), "split_reduce must be 'global' or 'cluster'"),
+    (dict(split_k=14), "split_k <= 8"),
+    (dict(block_m=128), "block_m=64"),
+    (dict(cluster=2), "needs split_k=1"),     # multicast clusters and split-K do not mix
+])
+def test_bad_cluster_split_configs_are_rejected(kw, msg):
+    base = dict(n=576, k=7168, block_m=64, block_n=32, stages=4, split_k=7, split_reduce="cluster")
+    with pytest.raises(OpError, match=re.escape(msg)):
+        check_config(Fp8GemmConfig(**{**base, **kw}))
+
+
+def test_grid_is_whole_clusters_of_slices_never_more_than_resident():
+    # 64x576 with BN 32: 18 output tiles, 7 slices each
+    assert persistent_grid(64, 64, 18, 7, 132, ctas_per_sm=2, split_cluster=True) == 7 * 18
+    assert persistent_grid(64, 64, 18, 7, 132, ctas_per_sm=1, split_cluster=True) == 7 * 18
+    assert persistent_grid(64, 64, 18, 7, 132, ctas_per_sm=2, split_cluster=True, resident_clusters=12) == 7 * 12
+    assert persistent_grid(1, 64, 1, 4, 132, split_cluster=True) == 4
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas")
+@pytest.mark.parametrize("bn,sk,stages,occ", [(32, 7, 8, 1), (32, 7, 6, 2), (64, 4, 8, 1), (64, 8, 8, 1), (128, 8, 6, 1)])
+def test_cluster_split_ptx_assembles_without_spills(bn, sk, stages, occ):
+    cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=bn, stages=stages, split_k=sk, split_reduce="cluster",
+                        ctas_per_sm=occ)
+    r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg)
+    assert r.resources.spill_stores == 0 and r.resources.spill_loads == 0
+    assert f".reqnctapercluster {sk}, 1, 1" in r.ptx
+    assert r.ptx.count("ld.shared::cluster.v2.f32") == sk * (bn // 4)      # S loads per fragment pair
+    assert "W" not in {p.name for p in r.ir.body if p.op.value == "param"}   # no global workspace
+    assert r.name.endswith(f"_sk{sk}dsm" + (f"_o{occ}" if occ > 1 else ""))
+
+
+def test_kernel_name_round_trips_through_the_measured_config_parser():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from fit_model import config_of
+    cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=7, split_reduce="cluster", ctas_per_sm=2)
+    assert config_of(cfg.kernel_name()) == cfg
+    assert config_of(Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=7).kernel_name()).split_reduce == "global"
