@@ -371,8 +371,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     if tma_epilogue:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
     elif XC:   # this CTA's FP32 partial, which the cluster's CTAs read; its ready / done barriers
-        # count one arrival per math thread of every CTA of the cluster
-        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (BM, BN)), exchange=SK, arrivals=SK * 128 * cfg.math_wgs)
+        # count one arrival per math warp of every CTA of the cluster
+        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (BM, BN)), exchange=SK, arrivals=SK * 4 * cfg.math_wgs)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it

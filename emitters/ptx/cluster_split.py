@@ -3,7 +3,7 @@ cluster; each publishes its FP32 partial in its own shared memory, and each sums
 tile over every CTA's partial through distributed shared memory (ld.shared::cluster).
 
 Two mbarriers per CTA sequence the rounds (one round per output tile the cluster walks); every math
-thread of every CTA arrives on them, so each counts S x 128 x math warpgroups arrivals:
+warp of every CTA arrives on them, so each counts S x 4 x math warpgroups arrivals:
   ready  - the partials of this round are published (arrive.release.cluster after the st.shared;
            the reducer waits with acquire.cluster, then reads the peers' shared memory);
   done   - every CTA has read this CTA's partial (arrive.release.cluster after the reads); a CTA
@@ -33,12 +33,21 @@ def _barriers(self: Emitter, buf: str) -> tuple[str, str]:
 
 
 def _arrive_everywhere(self: Emitter, bar: str, ranks: int) -> None:
-    """Arrive (release, cluster scope) on barrier `bar` of every CTA of the cluster."""
+    """Once the warp's shared-memory accesses are done (bar.warp.sync orders them before lane 0's
+    release, which is cumulative), lane 0 arrives at cluster scope on barrier `bar` of every CTA of
+    the cluster.  One arrival per warp: an arrival per thread (S x 128 remote arrivals per barrier
+    and round) made the exchange slower than the global-memory reduction (bench/TUNING.md step 23)."""
     b = self.b
+    skip = b.label("cluster_arrived")
+    b("bar.warp.sync -1;")
+    not_lane0 = b.reg("pred")
+    b(f"setp.ne.u32 {not_lane0}, {self.lane}, 0;")
+    b(f"@{not_lane0} bra {skip};")
     for q in range(ranks):
         remote = b.reg()
         b(f"mapa.shared::cluster.u32 {remote}, {bar}, {q};")
         b(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{remote}];")
+    b.put_label(skip)
 
 
 def _wait_cluster(self: Emitter, bar: str, parity: str) -> None:
