@@ -13,30 +13,37 @@ from dgir.passes.trace_timeline import EVENTS, TraceTimeline
 from dgir.pipeline import pipeline, run_pipeline
 
 NAMES = [e[0] for e in EVENTS]
+CLUSTER_ONLY = {"first_published"}          # placed only in kernels that publish partials to a cluster
 
 
 def _traced(cfg):
     return run_pipeline(lower(cfg), pipeline("sm90a") + [TraceTimeline()], verify_each=True)
 
 
-@pytest.mark.parametrize("split_k,tiles", [(1, 1), (1, 3), (2, 2)])
-def test_milestones_in_order_and_result_unchanged(split_k, tiles):
+@pytest.mark.parametrize("split_k,tiles,reduce", [(1, 1, "global"), (1, 3, "global"), (2, 2, "global"),
+                                                 (2, 2, "cluster")])
+def test_milestones_in_order_and_result_unchanged(split_k, tiles, reduce):
     m, n, k, bm, bn = 64, 64 * tiles, 512, 64, 64
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=2, num_sms=1, split_k=split_k)
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=2, num_sms=split_k if reduce == "cluster" else 1,
+                        split_k=split_k, split_reduce=reduce)
     traced, plain = _traced(cfg), run_pipeline(lower(cfg), pipeline("sm90a"))
     ins = fp8_gemm_inputs(m, n, k, seed=3)
-    if split_k > 1:
+    if split_k > 1 and reduce == "global":
         ins["W"] = torch.full((split_k, m, n), float("nan"))
         ins["LOCKS"] = torch.zeros(tiles, dtype=torch.int32)
-    out = run_kernel(traced, {**ins, "TRACE": torch.zeros((1, len(EVENTS), 2), dtype=torch.int64)})
+    ctas = split_k if reduce == "cluster" else 1
+    out = run_kernel(traced, {**ins, "TRACE": torch.zeros((ctas, len(EVENTS), 2), dtype=torch.int64)})
     ref = run_kernel(plain, ins)["D"]
     assert torch.equal(out["D"].view(torch.int16), ref.view(torch.int16))
     t = {name: int(out["TRACE"][0, i, 0]) for i, name in enumerate(NAMES)}
-    assert all(v > 0 for v in t.values()), t          # every milestone was reached and recorded
+    placed = set(NAMES) - (set() if reduce == "cluster" else CLUSTER_ONLY)
+    assert all((t[e] > 0) == (e in placed) for e in NAMES), t     # every placed milestone was recorded
     assert t["load_start"] <= t["first_acquire"] <= t["load_end"]
     assert t["mma_start"] < t["first_full"] < t["first_kloop_end"] <= t["tile_end"] <= t["mma_end"]
     # the first full slot needs the first TMA issued; the math ends after the loads were issued
     assert t["first_acquire"] < t["first_full"]
+    if reduce == "cluster":
+        assert t["first_kloop_end"] < t["first_published"] < t["tile_end"]
     if split_k * tiles > 1:                           # "first" keeps the first tile, "last" the last one
         assert t["first_kloop_end"] < t["tile_end"]
 
@@ -47,7 +54,7 @@ def test_one_param_and_a_timestamp_per_event():
     decl = k.decl("TRACE")
     assert decl.type.shape == ("CTAS", len(EVENTS), 2) and list(decl.get("events")) == NAMES
     stamps = k.find(Op.TIMESTAMP)
-    assert sorted(s.get("event") for s in stamps) == list(range(len(EVENTS)))
+    assert sorted(s.get("event") for s in stamps) == [i for i, e in enumerate(NAMES) if e not in CLUSTER_ONLY]
     assert TraceTimeline().run(k) == k                # idempotent
 
 
@@ -55,5 +62,5 @@ def test_one_param_and_a_timestamp_per_event():
 def test_traced_kernel_assembles():
     cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=7)
     r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg, passes=pipeline("sm90a") + [TraceTimeline()])
-    assert r.ptx.count("%globaltimer") == len(EVENTS)
+    assert r.ptx.count("%globaltimer") == len(EVENTS) - len(CLUSTER_ONLY)
     assert r.resources.spill_stores == 0

@@ -43,10 +43,13 @@ def _arrive_everywhere(self: Emitter, bar: str, ranks: int) -> None:
     not_lane0 = b.reg("pred")
     b(f"setp.ne.u32 {not_lane0}, {self.lane}, 0;")
     b(f"@{not_lane0} bra {skip};")
+    # one fence, then relaxed arrivals (a release pattern): a release on each of the S arrivals
+    # would fence S times
+    b("fence.acq_rel.cluster;")
     for q in range(ranks):
         remote = b.reg()
         b(f"mapa.shared::cluster.u32 {remote}, {bar}, {q};")
-        b(f"mbarrier.arrive.release.cluster.shared::cluster.b64 _, [{remote}];")
+        b(f"mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [{remote}];")
     b.put_label(skip)
 
 
