@@ -291,6 +291,7 @@ class _Cta:
         self.partial_ready: dict[tuple, int] = {}
         self.partial_done: dict[tuple, int] = {}
         self.partial_round: dict[tuple, int] = {}
+        self.partial_values: dict[tuple, torch.Tensor] = {}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1055,10 +1056,13 @@ class _Machine:
         r = self._int(t, rnd)
         rows = self._rows(t, torch.empty(10**6), "partial_publish", n.get("wave"))
         if r > 0 and t.cta.partial_done.get((buf, r - 1), 0) < self._cluster_arrivals(t):
-            raise RaceError(f"partial_publish of round {r} overwrites %{buf} rows {rows.start}.. of CTA "
-                            f"{t.cta.block_id} before every CTA of the cluster read round {r - 1} (no partial_reclaim?)")
-        self.smem[buf]                                           # declared
-        t.cta.smem[buf][0, rows] = self._reg(t, acc, "partial_publish reads")
+            raise RaceError(f"partial_publish of round {r} from CTA {t.cta.block_id} (rows {rows.start}..) "
+                            f"overwrites %{buf} of the cluster before every CTA read round {r - 1} (no partial_reclaim?)")
+        if buf not in self.smem:
+            raise InterpError(f"partial_publish to unknown shared-memory buffer %{buf}")
+        # the values in flight to the cluster (the emitted kernel pushes each rank its share with
+        # st.async; the model keeps the sender's tile, tagged with its round)
+        t.cta.partial_values[(buf, rows.start)] = self._reg(t, acc, "partial_publish reads").clone()
         t.cta.partial_round[(buf, rows.start)] = r
         for cta in t.cta.cluster:                                # st.shared, then arrive.release.cluster
             cta.partial_ready[(buf, r)] = cta.partial_ready.get((buf, r), 0) + 1
@@ -1075,9 +1079,9 @@ class _Machine:
         total = None
         for peer in t.cta.cluster:                               # rank order, FP32 adds from 0
             if peer.partial_round.get((buf, rows.start)) != r:
-                raise RaceError(f"partial_reduce round {r} in CTA {t.cta.block_id} reads %{buf} of CTA "
-                                f"{peer.block_id}, which holds round {peer.partial_round.get((buf, rows.start))}")
-            part = peer.smem[buf][0, rows].float()
+                raise RaceError(f"partial_reduce round {r} in CTA {t.cta.block_id} reads the partial CTA "
+                                f"{peer.block_id} sent, which is of round {peer.partial_round.get((buf, rows.start))}")
+            part = peer.partial_values[(buf, rows.start)].float()
             total = (torch.zeros_like(part) if total is None else total) + part
         dst = self.tensors[D]
         BN = total.shape[1]

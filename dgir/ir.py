@@ -107,13 +107,13 @@ class Op(enum.Enum):
     SPLIT_RESET = "split_reset"    # args: counters, tile: zero the counter for the next launch
     STORE_DIRECT = "store_direct"  # args: D, acc, m0, n0: bf16 pairs straight from registers, rows < M
     # split-K over a cluster (split_reduce="cluster"): the tile's K slices are the CTAs of one cluster
-    PARTIAL_PUBLISH = "partial_publish"  # args: partials, acc, round: acc -> this CTA's smem partial, then an
-                                         # arrival on the ready barrier of every CTA of the cluster
-    PARTIAL_REDUCE = "partial_reduce"    # args: D, partials, round, m0, n0: wait for ready(round); D at this
-                                         # rank's share of the tile = bf16(sum of every rank's partial, in rank
-                                         # order); then an arrival on every CTA's done barrier
-    PARTIAL_RECLAIM = "partial_reclaim"  # args: partials, round: wait until every CTA has read this CTA's
-                                         # partial of round - 1 (nothing to wait for at round 0)
+    PARTIAL_PUBLISH = "partial_publish"  # args: partials, acc, round: each CTA of the cluster receives this
+                                         # CTA's partial of the pairs it reduces (into its `partials`)
+    PARTIAL_REDUCE = "partial_reduce"    # args: D, partials, round, m0, n0: once every CTA's partial of this
+                                         # round arrived, D at this rank's share of the tile = bf16(sum of
+                                         # the partials in rank order); then tell every sender it was read
+    PARTIAL_RECLAIM = "partial_reclaim"  # args: partials, round: wait until every CTA has read what this CTA
+                                         # sent it in round - 1 (nothing to wait for at round 0)
     TIMESTAMP = "timestamp"        # args: trace param; attrs: event, keep (first | last): the region's first
                                    # warpgroup writes %globaltimer and %clock64 into trace[cta, event]
     # Ascend (AscendC units; `pipe` attr: MTE2 GM->L1/UB, MTE1 L1->L0A/B, M cube, FIX L0C->GM, V vector, MTE3 UB->GM)

@@ -16,8 +16,8 @@ def _align(x: int, a: int) -> int:
 class AllocateSmem(Pass):
     """Lay out the dynamic shared-memory window: 128B-swizzled rings first, each slot 1024-byte
     aligned (a swizzle atom is 8 rows x 128 B, and wgmma descriptors assume base_offset 0), then the
-    other buffers at 128 bytes, then two 8-byte mbarriers (full, empty) per channel stage, and two (ready, done) per partial tile the
-    CTAs of a cluster exchange (smem with `exchange`).  Writes
+    other buffers at 128 bytes, then two 8-byte mbarriers (full, empty) per channel stage and two
+    (ready, free) per receive buffer of cluster split-K (smem with `exchange`).  Writes
     `offset` and `slot_bytes` on each smem decl, `barriers` (offset of full[0]; empty follows full) on
     each channel and `smem_bytes` on the kernel (launch size, including the alignment slack).
     """
@@ -40,7 +40,7 @@ class AllocateSmem(Pass):
             if n.op is Op.CHANNEL:
                 chans[n.name] = n.with_attrs(barriers=off)
                 off += 16 * n.get("stages")
-        for name, n in list(placed.items()):     # a cluster-exchanged partial: ready and done barriers
+        for name, n in list(placed.items()):     # a cluster-exchanged partial: ready and free barriers
             if n.get("exchange"):
                 placed[name] = n.with_attrs(barriers=off)
                 off += 16

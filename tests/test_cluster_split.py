@@ -39,7 +39,10 @@ def test_cluster_split_ptx_assembles_without_spills(bn, sk, stages, occ):
     r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg)
     assert r.resources.spill_stores == 0 and r.resources.spill_loads == 0
     assert f".reqnctapercluster {sk}, 1, 1" in r.ptx
-    assert r.ptx.count("ld.shared::cluster.v2.f32") == sk * (bn // 4)      # S loads per fragment pair
+    pairs = bn // 4
+    assert r.ptx.count("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32") == pairs   # one push per pair
+    assert r.ptx.count("ld.shared.v2.f32") == sk * -(-pairs // sk)          # S local reads per pair slot
+    assert "ld.shared::cluster" not in r.ptx                                # the reducer reads its own smem
     assert "W" not in {p.name for p in r.ir.body if p.op.value == "param"}   # no global workspace
     assert r.name.endswith(f"_sk{sk}dsm" + (f"_o{occ}" if occ > 1 else ""))
 

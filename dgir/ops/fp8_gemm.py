@@ -370,9 +370,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     swizzled_d = BN % 64 == 0
     if tma_epilogue:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
-    elif XC:   # this CTA's FP32 partial, which the cluster's CTAs read; its ready / done barriers
-        # count one arrival per math warp of every CTA of the cluster
-        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (BM, BN)), exchange=SK, arrivals=SK * 4 * cfg.math_wgs)
+    elif XC:   # the receive buffer: from each of the SK CTAs, this rank's share of the tile's fragment
+        # pairs (one float2 per pair slot and thread); ready / free barriers in allocate_smem
+        slots = ceil_div(BN // 4, SK)
+        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (SK, slots, 128, 2)), exchange=SK)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it

@@ -1,127 +1,157 @@
-"""PTX for split-K over a cluster (split_reduce="cluster"): the K slices of a tile are the CTAs of one
-cluster; each publishes its FP32 partial in its own shared memory, and each sums a share of the
-tile over every CTA's partial through distributed shared memory (ld.shared::cluster).
-
-Two mbarriers per CTA sequence the rounds (one round per output tile the cluster walks); every math
-warp of every CTA arrives on them, so each counts S x 4 x math warpgroups arrivals:
-  ready  - the partials of this round are published (arrive.release.cluster after the st.shared;
-           the reducer waits with acquire.cluster, then reads the peers' shared memory);
-  done   - every CTA has read this CTA's partial (arrive.release.cluster after the reads); a CTA
-           waits for it before overwriting its partial with the next round, and before it exits.
-The partial is stored in fragment order, one float2 per (warpgroup, pair, thread) with the threads
-contiguous, so the 8-byte accesses of a warp are conflict-free and every thread reads exactly the
-positions it wrote itself in the peers' copies."""
+"""PTX for split-K over a cluster (split_reduce="cluster"): the K slices of a tile are the S CTAs of one
+cluster.  Rank q reduces the fragment pairs p with p % S == q (pair p = registers 2p, 2p + 1 of the
+accumulator: columns 8 * (p // 2) + {0, 1}, row half p % 2).  Each CTA pushes every rank its share
+with st.async into that rank's receive buffer (`partials`: [sender, pair slot, thread, 2] floats),
+which completes bytes on the receiver's `ready` mbarrier - no fence on the critical path, and the
+reducer reads its own shared memory.  Two mbarriers per CTA, one phase per round (output tile):
+  ready - the receiver's math warps each post the bytes they expect (arrive.expect_tx); the phase
+          completes when every sender's bytes landed;
+  free  - after reading, each math warp of each receiver arrives on every sender's free barrier
+          (one fence.acq_rel.cluster, then relaxed arrivals); a sender waits for it before pushing
+          the next round, and before it exits (the pushes of the last round must have been read).
+Thread t reads exactly the slots that thread t of every sender wrote: the same fragment positions."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from dgir.ir import Node
 
-from .epilogue import _for_each_pair, _global_ptr, _store_bf16_pair
+from .epilogue import _fragment_rows_cols, _global_ptr, _store_bf16_pair
 
 if TYPE_CHECKING:
     from .emit import Emitter
 
 
+def _geometry(self: Emitter, buf: str) -> tuple[int, int, int]:
+    """(S ranks, pairs per thread, pair slots per sender in a receive buffer)."""
+    S, slots, _, _ = self.decls[buf].type.shape
+    pairs = len(self.tile("acc")) // 2
+    return S, pairs, slots
+
+
 def _barriers(self: Emitter, buf: str) -> tuple[str, str]:
-    """Shared addresses of this CTA's (ready, done) barriers of partial `buf`."""
+    """Shared addresses of this CTA's (ready, free) barriers of receive buffer `buf`."""
     ready = self.b.reg()
     self.b(f"add.u32 {ready}, {self.base}, {self.decls[buf].get('barriers')};")
-    done = self.b.reg()
-    self.b(f"add.u32 {done}, {ready}, 8;")
-    return ready, done
+    free = self.b.reg()
+    self.b(f"add.u32 {free}, {ready}, 8;")
+    return ready, free
 
 
-def _arrive_everywhere(self: Emitter, bar: str, ranks: int) -> None:
-    """Once the warp's shared-memory accesses are done (bar.warp.sync orders them before lane 0's
-    release, which is cumulative), lane 0 arrives at cluster scope on barrier `bar` of every CTA of
-    the cluster.  One arrival per warp: an arrival per thread (S x 128 remote arrivals per barrier
-    and round) made the exchange slower than the global-memory reduction (bench/TUNING.md step 23)."""
+def _slot(self: Emitter, buf: str, sender: str, slot: int | str) -> str:
+    """Shared address (this CTA's window) of thread t's float2 from `sender` in pair slot `slot`."""
     b = self.b
-    skip = b.label("cluster_arrived")
-    b("bar.warp.sync -1;")
-    not_lane0 = b.reg("pred")
-    b(f"setp.ne.u32 {not_lane0}, {self.lane}, 0;")
-    b(f"@{not_lane0} bra {skip};")
-    # one fence, then relaxed arrivals (a release pattern): a release on each of the S arrivals
-    # would fence S times
-    b("fence.acq_rel.cluster;")
-    for q in range(ranks):
-        remote = b.reg()
-        b(f"mapa.shared::cluster.u32 {remote}, {bar}, {q};")
-        b(f"mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [{remote}];")
-    b.put_label(skip)
+    _, _, slots = _geometry(self, buf)
+    i, addr = b.reg(), b.reg()
+    b(f"mad.lo.u32 {i}, {sender}, {slots}, {self.val(slot)};")
+    t = b.reg()
+    b(f"and.b32 {t}, {self.tid}, 127;")
+    b(f"mad.lo.u32 {i}, {i}, 128, {t};")
+    b(f"add.u32 {addr}, {self.base}, {self.decls[buf].get('offset')};")
+    b(f"mad.lo.u32 {addr}, {i}, 8, {addr};")
+    return addr
 
 
-def _wait_cluster(self: Emitter, bar: str, parity: str) -> None:
-    """Spin on a phase of an own barrier that peers arrive on: acquire at cluster scope, so their
-    shared-memory writes (ready) or reads (done) before the arrival are ordered before what follows."""
+def _wait(self: Emitter, bar: str, parity: str, scope: str) -> None:
     b = self.b
-    p, loop = b.reg("pred"), b.label("cluster_wait")
+    p, loop = b.reg("pred"), b.label("cluster_split_wait")
     b.put_label(loop)
-    b(f"mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 {p}, [{bar}], {parity};")
+    b(f"mbarrier.try_wait.parity.acquire.{scope}.shared::cta.b64 {p}, [{bar}], {parity};")
     b(f"@!{p} bra {loop};")
 
 
-def _slot(self: Emitter, buf: str, pair: int) -> str:
-    """Shared address of this thread's float2 for fragment pair `pair` in partial `buf`."""
-    b = self.b
-    pairs = self.decls[buf].type.shape[1] // 4
-    t, addr = b.reg(), b.reg()
-    b(f"and.b32 {t}, {self.tid}, 127;")
-    b(f"mad.lo.u32 {t}, {self.wg_local}, {pairs * 128}, {t};")
-    b(f"add.u32 {t}, {t}, {pair * 128};")
-    b(f"add.u32 {addr}, {self.base}, {self.decls[buf].get('offset')};")
-    b(f"mad.lo.u32 {addr}, {t}, 8, {addr};")
-    return addr
+def _rank(self: Emitter) -> str:
+    r = self.b.reg()
+    self.b(f"mov.u32 {r}, %cluster_ctarank;")
+    return r
 
 
 def _partial_publish(self: Emitter, n: Node) -> None:
     buf, acc = n.args[:2]
     b = self.b
+    S, pairs, _ = _geometry(self, buf)
     A = self.tile(acc)
-    for p in range(len(A) // 2):                 # pair p = registers 2p, 2p + 1 (columns c, c + 1)
-        b(f"st.shared.v2.f32 [{_slot(self, buf, p)}], {{{A[2 * p]}, {A[2 * p + 1]}}};")
+    rank = _rank(self)
     ready, _ = _barriers(self, buf)
-    _arrive_everywhere(self, ready, self.decls[buf].get("exchange"))
+    for p in range(pairs):                      # to rank p % S, its slot p // S of this sender
+        q = p % S
+        local = _slot(self, buf, rank, p // S)
+        remote, bar = b.reg(), b.reg()
+        b(f"mapa.shared::cluster.u32 {remote}, {local}, {q};")
+        b(f"mapa.shared::cluster.u32 {bar}, {ready}, {q};")
+        b(f"st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [{remote}], "
+          f"{{{A[2 * p]}, {A[2 * p + 1]}}}, [{bar}];")
 
 
 def _partial_reduce(self: Emitter, n: Node) -> None:
     D, buf, rnd = n.args[:3]
     b = self.b
-    S = self.decls[buf].get("exchange")
-    ready, done = _barriers(self, buf)
+    S, pairs, slots = _geometry(self, buf)
+    ready, free = _barriers(self, buf)
+    rank = _rank(self)
+    # this rank's pairs: pairs // S, one more for the first pairs % S ranks; each arrives from S senders
+    mine, extra = b.reg(), b.reg("pred")
+    b(f"setp.lt.u32 {extra}, {rank}, {pairs % S};")
+    b(f"selp.u32 {mine}, {pairs // S + 1}, {pairs // S}, {extra};")
+    skip = b.label("expect_posted")
+    not_lane0 = b.reg("pred")
+    b(f"setp.ne.u32 {not_lane0}, {self.lane}, 0;")
+    b(f"@{not_lane0} bra {skip};")
+    nbytes = b.reg()
+    b(f"mul.lo.u32 {nbytes}, {mine}, {S * 32 * 8};")           # this warp's 32 threads x 8 bytes x S senders
+    b(f"mbarrier.arrive.expect_tx.shared::cta.b64 _, [{ready}], {nbytes};")
+    b.put_label(skip)
     parity = b.reg()
     b(f"and.b32 {parity}, {self.val(rnd)}, 1;")
-    _wait_cluster(self, ready, parity)
-    rank = b.reg()
-    b(f"mov.u32 {rank}, %cluster_ctarank;")
+    _wait(self, ready, parity, "cta")            # the bytes completed on it: st.async data is visible
+    r0, r1, c, M = _fragment_rows_cols(self, n)
     dptr, N = _global_ptr(self, D), self.k.get("n")
-    pairs = []
-    _for_each_pair(self, n, self.decls[buf].type.shape[1], lambda j, half, r, col, ok: pairs.append((r, col, ok)))
-    for p, (r, col, ok) in enumerate(pairs):    # p = 2 * column group + row half, as published
-        # rank p % S reduces pair p: a branch (uniform over the CTA), so the S loads of one pair are
-        # all that is in flight (predicated loads of every pair spilled at S = 8)
-        other, skip = b.reg("pred"), b.label("reduce_pair_done")
-        b(f"setp.ne.u32 {other}, {rank}, {p % S};")
-        b(f"@{other} bra.uni {skip};")
-        local = _slot(self, buf, p)
-        xs, ys = [], []
-        for q in range(S):
-            remote, x, y = b.reg(), b.reg("f32"), b.reg("f32")
-            b(f"mapa.shared::cluster.u32 {remote}, {local}, {q};")
-            b(f"ld.shared::cluster.v2.f32 {{{x}, {y}}}, [{remote}];")
-            xs.append(x)
-            ys.append(y)
+    for i in range(slots):
+        p = b.reg()                               # pair rank + i * S of the fragment
+        b(f"mad.lo.u32 {p}, {i}, {S}, {rank};")
+        done = b.label("reduce_slot_done")
+        past = b.reg("pred")
+        b(f"setp.ge.u32 {past}, {p}, {pairs};")
+        b(f"@{past} bra.uni {done};")
+        xs = []
+        for s in range(S):
+            x, y = b.reg("f32"), b.reg("f32")
+            b(f"ld.shared.v2.f32 {{{x}, {y}}}, [{_slot(self, buf, _const(self, s), i)}];")
+            xs.append((x, y))
         sx, sy = b.reg("f32"), b.reg("f32")
         b(f"mov.f32 {sx}, 0f00000000;")
         b(f"mov.f32 {sy}, 0f00000000;")
-        for x, y in zip(xs, ys):                 # rank order: the same bits in every run
+        for x, y in xs:                          # rank order 0..S-1: the same bits in every run
             b(f"add.rn.f32 {sx}, {sx}, {x};")
             b(f"add.rn.f32 {sy}, {sy}, {y};")
-        _store_bf16_pair(self, dptr, N, r, col, sx, sy, ok)
-        b.put_label(skip)
-    _arrive_everywhere(self, done, S)
+        # pair p: columns c + 8 * (p // 2), row r0 + 8 * (p % 2)
+        col, row, half = b.reg(), b.reg(), b.reg()
+        b(f"shr.u32 {col}, {p}, 1;")
+        b(f"mad.lo.u32 {col}, {col}, 8, {c};")
+        b(f"and.b32 {half}, {p}, 1;")
+        b(f"mad.lo.u32 {row}, {half}, 8, {r0};")
+        ok, cok = b.reg("pred"), b.reg("pred")
+        b(f"setp.lt.u32 {ok}, {row}, {M};")
+        b(f"setp.lt.u32 {cok}, {col}, {N};")
+        b(f"and.pred {ok}, {ok}, {cok};")
+        _store_bf16_pair(self, dptr, N, row, col, sx, sy, ok)
+        b.put_label(done)
+    # every sender may reuse this buffer once all of this CTA's warps read it
+    b("bar.warp.sync -1;")
+    arrived = b.label("free_arrived")
+    b(f"@{not_lane0} bra {arrived};")
+    b("fence.acq_rel.cluster;                   // the reads above before the arrivals")
+    for q in range(S):
+        remote = b.reg()
+        b(f"mapa.shared::cluster.u32 {remote}, {free}, {q};")
+        b(f"mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [{remote}];")
+    b.put_label(arrived)
+
+
+def _const(self: Emitter, v: int) -> str:
+    r = self.b.reg()
+    self.b(f"mov.u32 {r}, {v};")
+    return r
 
 
 def _partial_reclaim(self: Emitter, n: Node) -> None:
@@ -132,9 +162,9 @@ def _partial_reclaim(self: Emitter, n: Node) -> None:
     r = self.val(rnd)
     b(f"setp.eq.u32 {first}, {r}, 0;")
     b(f"@{first} bra {skip};")
-    _, done = _barriers(self, buf)
+    _, free = _barriers(self, buf)
     parity = b.reg()
     b(f"sub.u32 {parity}, {r}, 1;")
     b(f"and.b32 {parity}, {parity}, 1;")
-    _wait_cluster(self, done, parity)
+    _wait(self, free, parity, "cluster")       # the receivers' reads before this CTA's next pushes
     b.put_label(skip)

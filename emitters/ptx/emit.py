@@ -158,9 +158,11 @@ class Emitter:
                 arrivals = 4 * c.get("consumers") * (c.get("cluster") or 1)
                 b(f"mbarrier.init.shared::cta.b64 [{self.base}+{c.get('barriers') + 8 * (S + s)}], {arrivals};  // %{c.name} empty[{s}]")
         for x in (n for n in k.body if n.op is Op.SMEM and n.get("exchange")):
-            # a partial the cluster exchanges: ready / done, one arrival per math thread of each CTA
-            for i, what in enumerate(("ready", "done")):
-                b(f"mbarrier.init.shared::cta.b64 [{self.base}+{x.get('barriers') + 8 * i}], {x.get('arrivals')};  // %{x.name} {what}")
+            # cluster split-K (cluster_split.py): ready - this CTA's math warps post the bytes they
+            # expect; free - every math warp of every CTA says it read what this CTA sent
+            warps = 4 * (threads // 128 - 1)
+            b(f"mbarrier.init.shared::cta.b64 [{self.base}+{x.get('barriers')}], {warps};  // %{x.name} ready")
+            b(f"mbarrier.init.shared::cta.b64 [{self.base}+{x.get('barriers') + 8}], {warps * x.get('exchange')};  // %{x.name} free")
         b("fence.mbarrier_init.release.cluster;")
         b.put_label(done)
         if (k.get("cluster") or 1) > 1:
