@@ -41,5 +41,41 @@ def measure(device, calls: int = 2000) -> dict:
     return out
 
 
+def launch_cost(device, configs, calls: int = 2000) -> list:
+    """Median host time of one prebuilt launch (LaunchPlan call, GPU queue drained before each) for
+    explicit configs: what the driver's cuLaunchKernelEx costs for a kernel (e.g. a cluster kernel
+    against a plain one of the same shape).  configs: [(m, Fp8GemmConfig)]."""
+    from dgir.gpu_run import kernel_tensors
+    out = []
+    for m, cfg in configs:
+        A, sfa, B, sfb, _ = fp8_inputs(m, cfg.n, cfg.k, device, 0)
+        d = torch.empty(m, cfg.n, dtype=torch.bfloat16, device=device)
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, cfg.n, cfg.k, device, config=cfg)
+        plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+        stream = torch.cuda.current_stream(device).cuda_stream
+        plan(stream)
+        single = []
+        for _ in range(calls):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            plan(stream)
+            single.append(time.perf_counter() - t0)
+        torch.cuda.synchronize(device)
+        out.append({"m": m, "kernel": kern.result.name, "launch_us": statistics.median(single) * 1e6})
+    return out
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(torch.device("cuda", 0)), indent=1))
+    import sys
+    dev = torch.device("cuda", 0)
+    if sys.argv[1:] == ["--launch"]:     # plain vs cluster kernels of the same shapes
+        from dgir.ops.fp8_gemm import Fp8GemmConfig as C
+        cfgs = [(128, C(n=2112, k=7168, block_m=64, block_n=32, stages=8)),
+                (128, C(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=2, split_reduce="cluster")),
+                (64, C(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=7)),
+                (64, C(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8, split_reduce="cluster", ctas_per_sm=2)),
+                (4096, C(n=7168, k=2048, block_m=256, block_n=128, stages=3)),
+                (4096, C(n=7168, k=2048, block_m=256, block_n=128, stages=3, cluster=2))] * 2
+        print(json.dumps({"launch": launch_cost(dev, cfgs), "warm_call": measure(dev)}, indent=1))
+    else:
+        print(json.dumps(measure(dev), indent=1))
