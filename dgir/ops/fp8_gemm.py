@@ -206,20 +206,24 @@ class ModelParams:
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
     tile_overhead: float = 0.46e-6    # per wave of tiles: epilogue, tile switch, pipeline refill
     split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
+    split_cluster_fixed: float = 1.0e-6   # split-K over a cluster: push, wait for the slowest slice, reduce
+                                      # (traces of bench/TUNING.md step 23: ~0.13 + 0.83 us)
     shared_sm_chain: float = 1.08     # a K-block chain is this much slower when two CTAs share the SM
     multicast_gain: float = 0.03      # tensor-core time saved by multicast at long K (less L2 pressure)
 
 
 MODEL = ModelParams()
+GPC_SMS = ((6, 16), (2, 18))   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 
 
 def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS,
                   split_k: int = 1, cluster: int = 1, multicast: str = "A", ctas_per_sm: int = 1,
-                  params: ModelParams = MODEL) -> float:
+                  params: ModelParams = MODEL, split_reduce: str = "global") -> float:
     """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), the serial K-block
     chain of one CTA (plus a per-wave tile overhead), DRAM traffic (every byte once, plus split-K
     partials) and L2->SM traffic (each tile reads its A and B panels; a multicast operand once per
-    cluster), plus launch latency and the split-K reduction."""
+    cluster), plus launch latency and the split-K reduction (a global workspace pass, or a push
+    through a cluster's distributed shared memory)."""
     P = params
     m = max(m, 1)
     kb = ceil_div(k, BLOCK_K) // split_k
@@ -227,18 +231,24 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     ctas = tiles * split_k
     slots = num_sms * ctas_per_sm
     waves = ceil_div(ctas, slots)                       # rounds of the persistent loop
+    in_cluster = split_k > 1 and split_reduce == "cluster"
+    if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
+        resident = sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS)
+        waves = ceil_div(tiles, max(1, resident))
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n)
     t_tc = waves * ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
     lat = (P.kb_latency + P.kb_latency_per_col * block_n) * (P.shared_sm_chain if ctas_per_sm > 1 else 1.0)
     t_chain = waves * (kb * lat + P.tile_overhead)
-    t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 else 0)) / HBM_BW
+    t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 and not in_cluster else 0)) / HBM_BW
     a_rows = block_m / cluster if (cluster > 1 and multicast == "A") else block_m
     b_rows = block_n / cluster if (cluster > 1 and multicast == "B") else block_n
     t_l2 = ctas * kb * BLOCK_K * (a_rows + b_rows) / L2_BW
     t_split = 0.0
-    if split_k > 1:   # every CTA writes an FP32 partial; the reducing CTA reads all of its tile's
+    if in_cluster:
+        t_split = P.split_cluster_fixed
+    elif split_k > 1:   # every CTA writes an FP32 partial; the reducing CTA reads all of its tile's
         t_split = P.split_fixed + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (L2_BW / num_sms)
     return max(t_tc, t_chain, t_dram, t_l2) + P.launch + t_split
 
@@ -246,7 +256,10 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
 def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B when there are several waves | two CTAs per SM
-    for 64-row tiles), stages from the shared-memory budget."""
+    for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
+    candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked
+    configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23);
+    the tuned table chooses it where measured."""
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 256):
@@ -271,7 +284,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
 
 def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelParams = MODEL) -> float:
     return model_seconds(m, n, k, cfg.block_m, cfg.block_n, cfg.num_sms, cfg.split_k, cfg.cluster, cfg.multicast,
-                         cfg.ctas_per_sm, params)
+                         cfg.ctas_per_sm, params, cfg.split_reduce)
 
 
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
