@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 def _geometry(self: Emitter, buf: str) -> tuple[int, int, int]:
     """(S ranks, pairs per thread, pair slots per sender in a receive buffer)."""
     S, slots, _, _ = self.decls[buf].type.shape
-    pairs = len(self.tile("acc")) // 2
-    return S, pairs, slots
+    return S, self.k.get("block_n") // 4, slots     # a 64 x BLOCK_N fragment: BLOCK_N / 4 pairs a thread
 
 
 def _barriers(self: Emitter, buf: str) -> tuple[str, str]:
