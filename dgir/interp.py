@@ -1068,9 +1068,9 @@ class _Machine:
             cta.partial_ready[(buf, r)] = cta.partial_ready.get((buf, r), 0) + 1
 
     def _partial_reduce(self, t: _Task, n: Node):
-        D, buf, rnd = n.args[:3]
-        r = self._int(t, rnd)
-        m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
+        D, buf, rnd, rounds = n.args[:4]
+        r, last = self._int(t, rnd), self._int(t, rounds) - 1
+        m0, n0 = self._int(t, n.args[4]), self._int(t, n.args[5])
         need, ready = self._cluster_arrivals(t), t.cta.partial_ready
         if ready.get((buf, r), 0) < need:
             yield _Blocker(lambda: ready.get((buf, r), 0) >= need,
@@ -1092,7 +1092,9 @@ class _Machine:
         mine &= (m0 + rows.start + i < dst.shape[0]) & (n0 + c < dst.shape[1])
         ii, cc = mine.nonzero(as_tuple=True)
         dst[m0 + rows.start + ii, n0 + cc] = total[ii, cc].to(dst.dtype)
-        for peer in t.cta.cluster:                               # ld.shared::cluster done: arrive on done
+        if r == last:      # nothing follows the last round: its buffers are not freed
+            return
+        for peer in t.cta.cluster:                               # read: arrive on every sender's free barrier
             peer.partial_done[(buf, r)] = peer.partial_done.get((buf, r), 0) + 1
 
     def _partial_reclaim(self, t: _Task, n: Node):

@@ -109,9 +109,10 @@ class Op(enum.Enum):
     # split-K over a cluster (split_reduce="cluster"): the tile's K slices are the CTAs of one cluster
     PARTIAL_PUBLISH = "partial_publish"  # args: partials, acc, round: each CTA of the cluster receives this
                                          # CTA's partial of the pairs it reduces (into its `partials`)
-    PARTIAL_REDUCE = "partial_reduce"    # args: D, partials, round, m0, n0: once every CTA's partial of this
-                                         # round arrived, D at this rank's share of the tile = bf16(sum of
-                                         # the partials in rank order); then tell every sender it was read
+    PARTIAL_REDUCE = "partial_reduce"    # args: D, partials, round, rounds, m0, n0: once every CTA's partial of
+                                         # this round arrived, D at this rank's share of the tile = bf16(sum of
+                                         # the partials in rank order); then, unless it is the last round, tell
+                                         # every sender it was read
     PARTIAL_RECLAIM = "partial_reclaim"  # args: partials, round: wait until every CTA has read what this CTA
                                          # sent it in round - 1 (nothing to wait for at round 0)
     TIMESTAMP = "timestamp"        # args: trace param; attrs: event, keep (first | last): the region's first

@@ -499,12 +499,13 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
         if XC:
-            # cluster split-K: publish this slice's partial in shared memory (once the cluster has
-            # read the previous one), then every CTA sums its share of the tile over the cluster's
-            # partials in rank order (deterministic) into D
+            # cluster split-K: send every CTA of the cluster its share of this slice's partial (once
+            # they have read the previous round), then sum this CTA's share over the cluster's
+            # partials in rank order (deterministic) into D.  The last round is not freed: after it
+            # nothing reaches this CTA's shared memory, so it may exit without waiting for its peers
             b.emit(Op.PARTIAL_RECLAIM, "", "partials", li, role="store")
             b.emit(Op.PARTIAL_PUBLISH, "", "partials", accs[0], li, role="store")
-            b.emit(Op.PARTIAL_REDUCE, "", "D", "partials", li, m0, n0, role="store", splits=SK, n=BN)
+            b.emit(Op.PARTIAL_REDUCE, "", "D", "partials", li, mine, m0, n0, role="store", splits=SK, n=BN)
         elif SK > 1:
             # split-K epilogue: store this slice's FP32 partial, count the slice in; the CTA that
             # brings the count to SK sums the partials in slice order 0..SK-1 (deterministic) into D
@@ -523,8 +524,6 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 b.emit(Op.STORE_DIRECT, "", "D", acc, m0, n0, role="store", wave=wave(w))
     if tma_epilogue:
         b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
-    if XC:   # the CTA may exit only when the cluster has read its last partial
-        b.emit(Op.PARTIAL_RECLAIM, "", "partials", mine, role="store")
     consumers = Node(Op.WARPGROUP, "", (), None,
                      {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())
 

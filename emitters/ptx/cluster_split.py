@@ -8,7 +8,9 @@ reducer reads its own shared memory.  Two mbarriers per CTA, one phase per round
           completes when every sender's bytes landed;
   free  - after reading, each math warp of each receiver arrives on every sender's free barrier
           (one fence.acq_rel.cluster, then relaxed arrivals); a sender waits for it before pushing
-          the next round, and before it exits (the pushes of the last round must have been read).
+          the next round.  The last round is not freed: once a CTA has its last round's bytes,
+          nothing reaches its shared memory again, so it exits without waiting for its peers
+          (a wait there cost ~0.35 us at the end of every kernel, bench/TUNING.md step 25).
 Thread t reads exactly the slots that thread t of every sender wrote: the same fragment positions."""
 from __future__ import annotations
 
@@ -135,10 +137,15 @@ def _partial_reduce(self: Emitter, n: Node) -> None:
         b(f"and.pred {ok}, {ok}, {cok};")
         _store_bf16_pair(self, dptr, N, row, col, sx, sy, ok)
         b.put_label(done)
-    # every sender may reuse this buffer once all of this CTA's warps read it
+    # every sender may reuse this buffer once all of this CTA's warps read it; after the last round
+    # nothing is sent again, and no arrival may reach a peer that has already exited
     b("bar.warp.sync -1;")
     arrived = b.label("free_arrived")
     b(f"@{not_lane0} bra {arrived};")
+    final, last = b.reg(), b.reg("pred")
+    b(f"add.u32 {final}, {self.val(rnd)}, 1;")
+    b(f"setp.eq.u32 {last}, {final}, {self.val(n.args[3])};")
+    b(f"@{last} bra {arrived};")
     b("fence.acq_rel.cluster;                   // the reads above before the arrivals")
     for q in range(S):
         remote = b.reg()
