@@ -53,14 +53,6 @@ def _slot(self: Emitter, buf: str, sender: str, slot: int | str) -> str:
     return addr
 
 
-def _wait(self: Emitter, bar: str, parity: str, scope: str) -> None:
-    b = self.b
-    p, loop = b.reg("pred"), b.label("cluster_split_wait")
-    b.put_label(loop)
-    b(f"mbarrier.try_wait.parity.acquire.{scope}.shared::cta.b64 {p}, [{bar}], {parity};")
-    b(f"@!{p} bra {loop};")
-
-
 def _rank(self: Emitter) -> str:
     r = self.b.reg()
     self.b(f"mov.u32 {r}, %cluster_ctarank;")
@@ -104,7 +96,7 @@ def _partial_reduce(self: Emitter, n: Node) -> None:
     b.put_label(skip)
     parity = b.reg()
     b(f"and.b32 {parity}, {self.val(rnd)}, 1;")
-    _wait(self, ready, parity, "cta")            # the bytes completed on it: st.async data is visible
+    self.wait_parity(ready, parity)              # the bytes completed on it: st.async data is visible
     r0, r1, c, M = _fragment_rows_cols(self, n)
     dptr, N = _global_ptr(self, D), self.k.get("n")
     for i in range(slots):
@@ -117,7 +109,7 @@ def _partial_reduce(self: Emitter, n: Node) -> None:
         xs = []
         for s in range(S):
             x, y = b.reg("f32"), b.reg("f32")
-            b(f"ld.shared.v2.f32 {{{x}, {y}}}, [{_slot(self, buf, _const(self, s), i)}];")
+            b(f"ld.shared.v2.f32 {{{x}, {y}}}, [{_slot(self, buf, self.val(s), i)}];")
             xs.append((x, y))
         sx, sy = b.reg("f32"), b.reg("f32")
         b(f"mov.f32 {sx}, 0f00000000;")
@@ -154,12 +146,6 @@ def _partial_reduce(self: Emitter, n: Node) -> None:
     b.put_label(arrived)
 
 
-def _const(self: Emitter, v: int) -> str:
-    r = self.b.reg()
-    self.b(f"mov.u32 {r}, {v};")
-    return r
-
-
 def _partial_reclaim(self: Emitter, n: Node) -> None:
     buf, rnd = n.args
     b = self.b
@@ -172,5 +158,5 @@ def _partial_reclaim(self: Emitter, n: Node) -> None:
     parity = b.reg()
     b(f"sub.u32 {parity}, {r}, 1;")
     b(f"and.b32 {parity}, {parity}, 1;")
-    _wait(self, free, parity, "cluster")       # the receivers' reads before this CTA's next pushes
+    self.wait_parity(free, parity, "cluster")   # the receivers' reads before this CTA's next pushes
     b.put_label(skip)

@@ -98,11 +98,13 @@ class Emitter:
         self.b(f"and.b32 {phase}, {phase}, 1;")
         return addr, phase
 
-    def wait_parity(self, addr: str, parity: str) -> None:
-        """Spin on an mbarrier phase (default acquire semantics, also for barriers peers arrive on)."""
+    def wait_parity(self, addr: str, parity: str, scope: str = "") -> None:
+        """Spin on an mbarrier phase (acquire; CTA scope by default, also for barriers peers arrive
+        on; scope="cluster" where the peers' memory accesses before their arrival must be ordered)."""
         p, loop = self.b.reg("pred"), self.b.label("wait")
         self.b.put_label(loop)
-        self.b(f"mbarrier.try_wait.parity.shared::cta.b64 {p}, [{addr}], {parity};")
+        sem = f".acquire.{scope}" if scope else ""
+        self.b(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 {p}, [{addr}], {parity};")
         self.b(f"@!{p} bra {loop};")
 
     def tile(self, name: str) -> list[str]:
