@@ -263,7 +263,8 @@ def test_alternating_math_order_matches_reference(bm, bn, stages, cl, order):
 # last ones makes each cluster walk several output tiles (rounds of its ready / done barriers)
 CLUSTER_SPLITS = [(64, 576, 7168, 32, 8, 7, 1, 132), (128, 576, 7168, 64, 8, 7, 1, 132),
                   (64, 2112, 7168, 64, 8, 4, 1, 132), (17, 576, 7168, 32, 6, 7, 2, 132),
-                  (130, 1000, 2048, 40, 4, 8, 1, 16), (64, 4096, 7168, 32, 6, 2, 2, 24)]
+                  (130, 1000, 2048, 40, 4, 8, 1, 16), (64, 4096, 7168, 32, 6, 2, 2, 24),
+                  (100, 1000, 4096, 48, 6, 8, 2, 132), (1, 136, 1024, 40, 4, 4, 2, 8)]   # N tails
 
 
 @pytest.mark.parametrize("m,n,k,bn,stages,sk,occ,sms", CLUSTER_SPLITS,
