@@ -1095,6 +1095,9 @@ class _Machine:
         if r == last:      # nothing follows the last round: its buffers are not freed
             return
         for peer in t.cta.cluster:                               # read: arrive on every sender's free barrier
+            if peer.exited:
+                raise RaceError(f"partial_reduce round {r} in CTA {t.cta.block_id} arrives on the free barrier "
+                                f"of CTA {peer.block_id}, which has exited (is round {r} the last one?)")
             peer.partial_done[(buf, r)] = peer.partial_done.get((buf, r), 0) + 1
 
     def _partial_reclaim(self, t: _Task, n: Node):

@@ -170,3 +170,22 @@ def test_cluster_split_k_without_reclaim_is_a_race():
     with pytest.raises(RaceError, match="partial_publish of round"):
         for seed in range(60):          # some interleavings (3 of the first 20) run a CTA a round ahead
             run_kernel(broken, {k: v.clone() for k, v in ins.items()}, seed=seed)
+
+
+def test_cluster_split_k_freeing_the_last_round_arrives_on_exited_ctas():
+    """The last round is not freed because a peer may already have exited: a kernel whose reduce
+    believes every round has a successor arrives on an exited CTA in some interleaving."""
+    from dgir.interp import RaceError
+    cfg = Fp8GemmConfig(n=256, k=256, block_m=64, block_n=32, stages=2, num_sms=2, split_k=2, split_reduce="cluster")
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+
+    def never_last(n):
+        if n.op is Op.PARTIAL_REDUCE:
+            return n.__class__(n.op, n.name, n.args[:3] + (1 << 20,) + n.args[4:], n.type, n.attrs, n.body)
+        return n.with_body([never_last(c) for c in n.body]) if n.body else n
+    broken = never_last(kern)
+    ins = fp8_gemm_inputs(64, 256, 256, seed=4)
+    run_kernel(kern, {k: v.clone() for k, v in ins.items()}, seed=0)         # the real kernel is fine
+    with pytest.raises(RaceError, match="has exited"):
+        for seed in range(60):
+            run_kernel(broken, {k: v.clone() for k, v in ins.items()}, seed=seed)
