@@ -3,7 +3,8 @@
     DG_AUTOTUNE=1 python app.py          # every new shape is tuned on first use, then cached
     dgir.autotune.autotune("fp8_gemm_nt", m, n, k, device_index=0)
 
-Candidates are the operator's legal configs ranked by the cost model; the top `top` are compiled,
+Candidates are the operator's legal configs ranked by the cost model (plus the cluster-reduced twin
+of each split-K config among them); the top `top` are compiled,
 checked against the float64 reference (a config that is wrong is never recorded) and timed with
 CUDA events (median of `reps` launches after a warm-up).  The winner goes to the user cache of
 dgir.tuning, keyed by device name, SM count and exact shape.
@@ -15,9 +16,19 @@ import statistics
 
 
 def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
-    """The model's `top` best legal configs, best first."""
+    """The model's `top` best legal configs, best first, each split-K config with 64-row tiles
+    followed by its twin reduced over a cluster (the model does not rank those: its small-M error
+    made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile)."""
+    from dataclasses import replace
+
     from .ops.fp8_gemm import candidate_configs, config_seconds
-    return sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))[:top]
+    best = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))[:top]
+    out = []
+    for c in best:
+        out.append(c)
+        if 1 < c.split_k <= 8 and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
+            out.append(replace(c, split_reduce="cluster"))
+    return out
 
 
 def time_plan(run, reps: int = 20) -> float:

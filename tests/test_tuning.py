@@ -72,8 +72,18 @@ def test_user_cache_wins_and_stale_entries_are_skipped():
 
 
 def test_autotune_candidates_are_the_models_best_first():
-    c = candidates(128, 4096, 7168, 132, top=6)
+    c = [x for x in candidates(128, 4096, 7168, 132, top=6) if x.split_reduce == "global"]
     assert len(c) == 6 and len(set(c)) == 6
     t = [config_seconds(128, 4096, 7168, x) for x in c]
     assert t == sorted(t)
     assert c[0] == get_operator("fp8_gemm_nt").choose_config(m=128, n=4096, k=7168, num_sms=132) or t[0] == t[1]
+
+
+def test_autotune_times_the_cluster_twin_of_each_split_config():
+    c = candidates(64, 576, 7168, 132, top=6)
+    splits = [x for x in c if x.split_k > 1 and x.block_m == 64 and x.split_reduce == "global"]
+    assert splits, "the model ranks split-K configs first for 64x576x7168"
+    for x in splits:
+        twin = c[c.index(x) + 1]
+        assert twin.split_reduce == "cluster" and twin.split_k == x.split_k and twin.block_n == x.block_n
+    assert len(c) == 6 + len(splits)
