@@ -84,7 +84,6 @@ def test_chained_wgmma_keeps_the_value_its_predecessor_retires():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
     from ablations import ScaleAtEnd, pipeline_with
     from dgir.passes.interleave_ffma import InterleaveFfma
-    from dgir.passes.schedule_mma import ScheduleMma
 
     class ForcePipeline(InterleaveFfma):
         """interleave_ffma without its skip for accumulating loops (to pipeline a wgmma chain)."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from dgir.ir import Node
 
-from .epilogue import _fragment_rows_cols, _global_ptr, _store_bf16_pair
+from .epilogue import _fragment_rows_cols, _global_ptr, _store_bf16_pair, ordered_sum
 
 if TYPE_CHECKING:
     from .emit import Emitter
@@ -111,12 +111,7 @@ def _partial_reduce(self: Emitter, n: Node) -> None:
             x, y = b.reg("f32"), b.reg("f32")
             b(f"ld.shared.v2.f32 {{{x}, {y}}}, [{_slot(self, buf, self.val(s), i)}];")
             xs.append((x, y))
-        sx, sy = b.reg("f32"), b.reg("f32")
-        b(f"mov.f32 {sx}, 0f00000000;")
-        b(f"mov.f32 {sy}, 0f00000000;")
-        for x, y in xs:                          # rank order 0..S-1: the same bits in every run
-            b(f"add.rn.f32 {sx}, {sx}, {x};")
-            b(f"add.rn.f32 {sy}, {sy}, {y};")
+        sx, sy = ordered_sum(b, xs)              # rank order 0..S-1: the same bits in every run
         # pair p: columns c + 8 * (p // 2), row r0 + 8 * (p % 2)
         col, row, half = b.reg(), b.reg(), b.reg()
         b(f"shr.u32 {col}, {p}, 1;")

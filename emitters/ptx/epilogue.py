@@ -160,7 +160,6 @@ def _split_store(self: Emitter, n: Node) -> None:
 
 def _store_direct(self: Emitter, n: Node) -> None:
     D, acc = n.args[:2]
-    b = self.b
     A = self.tile(acc)
     base = _global_ptr(self, D)
     N = self.k.get("n")
@@ -264,13 +263,20 @@ def _split_reduce(self: Emitter, n: Node) -> None:
                     addr = nxt
             loaded.append(xy)
         for (r, col, ok), xy in zip(group, loaded):
-            sx, sy = b.reg("f32"), b.reg("f32")
-            b(f"mov.f32 {sx}, 0f00000000;")
-            b(f"mov.f32 {sy}, 0f00000000;")
-            for px, py in xy:                 # slice order: 0 + W[0] + W[1] + ... as before
-                b(f"add.rn.f32 {sx}, {sx}, {px};")
-                b(f"add.rn.f32 {sy}, {sy}, {py};")
-            _store_bf16_pair(self, dptr, N, r, col, sx, sy, ok)
+            _store_bf16_pair(self, dptr, N, r, col, *ordered_sum(b, xy), ok)
+
+
+def ordered_sum(b, pairs) -> tuple[str, str]:
+    """(0 + x0 + x1 + ..., 0 + y0 + y1 + ...) in the given order, round-to-nearest FP32 adds: the
+    one summation both split-K reductions (global workspace, cluster) use, so that they give the
+    same bits as each other and as the interpreter, whoever reduces."""
+    sx, sy = b.reg("f32"), b.reg("f32")
+    b(f"mov.f32 {sx}, 0f00000000;")
+    b(f"mov.f32 {sy}, 0f00000000;")
+    for x, y in pairs:
+        b(f"add.rn.f32 {sx}, {sx}, {x};")
+        b(f"add.rn.f32 {sy}, {sy}, {y};")
+    return sx, sy
 
 
 def _split_reset(self: Emitter, n: Node) -> None:
