@@ -19,6 +19,7 @@ from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
+from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 
 VARIANTS = {
@@ -30,6 +31,7 @@ VARIANTS = {
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
+    "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
     "trace": lambda: pipeline_with() + [_trace_pass()],     # per-CTA milestone timestamps (timeline())
