@@ -23,22 +23,27 @@ class PairTmaIssue(Pass):
     the loop holds) and before allocate_smem.
     """
     name = "pair_tma_issue"
+    MIN_STAGES = 3
+
+    def __init__(self, min_stages: int = MIN_STAGES):
+        self.min_stages = min_stages      # lower only to show the deadlock (tests)
 
     def run(self, kernel: Node) -> Node:
         if kernel.get("tma_issue"):
             return kernel
-        body, how = [], "one slot at a time (no load-role K loop of >= 2 constant trips over a ring of >= 3 slots)"
+        body, how = [], (f"one slot at a time (no load-role K loop of >= 2 constant trips over a ring of "
+                         f">= {self.min_stages} slots)")
         stages = {n.name: n.get("stages") or 1 for n in kernel.body if n.op is Op.CHANNEL}
         for n in kernel.body:
             if n.op is Op.WARPGROUP and "load" in n.get("roles", ()):
-                n, paired = _pair_region(n, stages)
+                n, paired = _pair_region(n, stages, self.min_stages)
                 if paired:
                     how = "two slots at a time"
             body.append(n)
         return kernel.with_body(body).with_attrs(tma_issue=how)
 
 
-def _pair_region(region: Node, stages: dict) -> tuple[Node, bool]:
+def _pair_region(region: Node, stages: dict, min_stages: int) -> tuple[Node, bool]:
     paired = False
 
     def visit(n: Node) -> list[Node]:
@@ -48,7 +53,7 @@ def _pair_region(region: Node, stages: dict) -> tuple[Node, bool]:
         # was released; a consumer waiting for block p may hold block p-1 (the interleaved loop
         # retires a block after the next one's wait), so S - 1 >= 2 slots must be left: S >= 3
         # (the interpreter showed the S = 2 deadlock)
-        if len(acquires) == 1 and stages.get(acquires[0].args[0], 1) >= 3:
+        if len(acquires) == 1 and stages.get(acquires[0].args[0], 1) >= min_stages:
             out = _pair_loop(n)
             paired |= len(out) > 1 or out[0] is not n
             return out

@@ -8,17 +8,16 @@ import torch
 from dgir.interp import DeadlockError, run_kernel
 from dgir.ir import Op
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
-from dgir.passes import pair_tma_issue
 from dgir.passes.pair_tma_issue import PairTmaIssue
 from dgir.pipeline import pipeline, run_pipeline
 
 from test_pipeline_interp import _inputs
 
 
-def _paired_pipeline():
+def _paired_pipeline(pair=None):
     passes = pipeline("sm90a")
     at = [p.name for p in passes].index("allocate_smem")
-    return passes[:at] + [PairTmaIssue()] + passes[at:]
+    return passes[:at] + [pair or PairTmaIssue()] + passes[at:]
 
 
 def _load_k_loops(kernel):
@@ -54,21 +53,13 @@ def test_paired_refills_preserve_the_result_bitwise(fields, m):
         assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), seed
 
 
-def test_a_two_slot_ring_is_left_alone_because_pairing_it_deadlocks(monkeypatch):
+def test_a_two_slot_ring_is_left_alone_because_pairing_it_deadlocks():
     cfg = Fp8GemmConfig(n=128, k=640, block_m=64, block_n=64, stages=2, num_sms=4)
     kern = run_pipeline(lower(cfg), _paired_pipeline(), verify_each=True)
     assert kern.get("tma_issue").startswith("one slot at a time") and not _load_k_loops(kern)
     # what the guard prevents: pair the loop anyway and the interpreter finds the deadlock
-    monkeypatch.setattr(pair_tma_issue, "_pair_region", lambda region, stages: _force(region))
-    forced = run_pipeline(lower(cfg), _paired_pipeline(), verify_each=True)
+    forced = run_pipeline(lower(cfg), _paired_pipeline(PairTmaIssue(min_stages=2)), verify_each=True)
     assert _load_k_loops(forced)
     with pytest.raises(DeadlockError, match="acquire"):
         run_kernel(forced, _inputs(cfg, 70, 128, 640), seed=0)
 
-
-def _force(region):
-    def visit(n):
-        if n.op is Op.FOR and any(c.op is Op.ACQUIRE for c in n.body):
-            return pair_tma_issue._pair_loop(n)
-        return [n.with_body([x for c in n.body for x in visit(c)])] if n.body else [n]
-    return region.with_body([x for c in region.body for x in visit(c)]), True
