@@ -1,0 +1,77 @@
+"""Experiment specs for shapes the issue's table does not list: the M between its rows (and M=4097).
+
+    python bench/coverage_specs.py > bench/specs_tune42.txt
+
+The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
+falls to the cost model, which is x1.15 off on average and has never been checked between those
+rows.  For each shape this lists, for bench/experiments.py: the model's top candidates
+(dgir.autotune.candidates, cluster-reduced split-K twins included), the tuned configs of the
+neighbouring measured M for the same (N, K), and cuBLAS, so that one device call says which config
+each M wants and how far the model's pick is from it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from dgir.autotune import candidates  # noqa: E402
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, choose_config  # noqa: E402
+from dgir.tuning import SHIPPED  # noqa: E402
+
+NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
+MS = (256, 512, 1024, 2048, 4097)
+
+
+def spec_of(m: int, cfg: Fp8GemmConfig) -> str:
+    """The bench/experiments.py spec that rebuilds `cfg` (the inverse of its parser)."""
+    kw = [f"bm={cfg.block_m}", f"bn={cfg.block_n}", f"s={cfg.stages}"]
+    if cfg.swizzle_group != 16:
+        kw.append(f"g={cfg.swizzle_group}")
+    if cfg.split_k > 1:
+        kw.append(f"sk={cfg.split_k}")
+    if cfg.epilogue != "tma":
+        kw.append(f"ep={cfg.epilogue}")
+    if cfg.cluster > 1:
+        kw.append(f"cl={cfg.cluster}{cfg.multicast}")
+    if cfg.ctas_per_sm > 1:
+        kw.append(f"o={cfg.ctas_per_sm}")
+    if cfg.split_reduce == "cluster":
+        kw.append("sr=cl")
+    if cfg.math_order != "together":
+        kw.append(f"mo={MATH_ORDERS[cfg.math_order][1:]}")
+    return f"{m},{cfg.n},{cfg.k}:{','.join(kw)}"
+
+
+def shipped_configs(n: int, k: int) -> dict[int, Fp8GemmConfig]:
+    out = {}
+    for path in sorted(SHIPPED.glob("*.json")):
+        for e in json.loads(path.read_text())["entries"]:
+            if (e["n"], e["k"]) == (n, k):
+                out[e["m"]] = Fp8GemmConfig(**e["config"])
+    return out
+
+
+def specs(ms=MS, top: int = 4) -> list[str]:
+    out = []
+    for m in ms:
+        for n, k in NK:
+            cfgs = [choose_config(m, n, k)] + candidates(m, n, k, 132, top)
+            tuned = shipped_configs(n, k)
+            below = [x for x in tuned if x <= m]
+            above = [x for x in tuned if x >= m]
+            for x in ([max(below)] if below else []) + ([min(above)] if above else []):
+                cfgs.append(tuned[x])
+            seen = []
+            for c in cfgs:
+                s = spec_of(m, c)
+                if s not in seen:
+                    seen.append(s)
+            out += seen + [f"{m},{n},{k}::cublas"]
+    return out
+
+
+if __name__ == "__main__":
+    print("\n".join(specs()))
