@@ -1,6 +1,7 @@
 """Experiment specs for shapes the issue's table does not list: the M between its rows (and M=4097).
 
     python bench/coverage_specs.py > bench/specs_tune42.txt
+    python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
 falls to the cost model, which is x1.15 off on average and has never been checked between those
@@ -23,6 +24,7 @@ from dgir.tuning import SHIPPED  # noqa: E402
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
 MS = (256, 512, 1024, 2048, 4097)
+OFF_GRID = (17, 32, 96, 192, 384, 768, 1536, 3072, 6144, 8191)   # between / beyond the measured M
 
 
 def spec_of(m: int, cfg: Fp8GemmConfig) -> str:
@@ -73,5 +75,23 @@ def specs(ms=MS, top: int = 4) -> list[str]:
     return out
 
 
+def api_pick(m: int, n: int, k: int) -> Fp8GemmConfig:
+    """The config dgir's API takes on the H200 (measured entry, else nearest measured M, else model)."""
+    from types import SimpleNamespace
+
+    from dgir import deep_gemm
+    return deep_gemm._config("fp8_gemm_nt", m, n, k, SimpleNamespace(name="NVIDIA H200", sms=132), 0)
+
+
+def validation_specs(ms=OFF_GRID) -> list[str]:
+    """For M off the measured grid: the API's pick (nearest measured M) and the model's, and cuBLAS."""
+    out = []
+    for m in ms:
+        for n, k in NK:
+            picks = [spec_of(m, api_pick(m, n, k)), spec_of(m, choose_config(m, n, k))]
+            out += list(dict.fromkeys(picks)) + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
-    print("\n".join(specs()))
+    print("\n".join(validation_specs() if "--validate" in sys.argv else specs()))

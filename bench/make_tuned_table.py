@@ -2,7 +2,7 @@
 
     python bench/make_tuned_table.py          # writes dgir/tuned/fp8_gemm_nt_h200.json
 
-For every exact shape that bench/results holds timings of two or more configs for (the tuning
+For every shape with M a power of two that bench/results holds timings of two or more configs for (the tuning
 experiments bench/results/raw/tune10..14 and the default rows of the full run at 2683681), the fastest
 correct one (calc_diff < 1e-3, every element finite where recorded) becomes an entry of
 dgir.tuning's table, with its time and the file it came from.  Configs are read back from kernel
@@ -31,7 +31,9 @@ ROOT = Path(__file__).resolve().parent
 SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["results/raw/final_2683681.json"]
            + [f"results/raw/tune{i}_exp.json" for i in (17, 18, 19, 20, 21, 22, 23, 24, 25)]
            # cluster split-K in its final protocol (st.async pushes); tune32-34 timed earlier versions
-           + [f"results/raw/tune{i}_exp.json" for i in (35, 36, 37)])
+           + [f"results/raw/tune{i}_exp.json" for i in (35, 36, 37)]
+           # the M between the issue's rows (256..2048) and M=4097: model candidates, neighbours' configs
+           + [f"results/raw/tune{i}_exp.json" for i in (42, 43)])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
@@ -63,6 +65,9 @@ def main():
     for (device, m, n, k), runs in sorted(timed.items()):
         if len(runs) < 2:
             continue                   # one config timed: nothing was chosen
+        if m & (m - 1):
+            continue                   # the table is a grid of powers of two in M; other M (4097, 17)
+                                       # take the nearest grid point's entry (dgir.tuning.nearest)
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
         orders = {o: replace(cfg, math_order=o) for o in MATH_ORDERS}
         for s in SOURCES:              # newest head-to-head of the math orders decides

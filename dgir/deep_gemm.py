@@ -186,7 +186,8 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 
 def _config(op: str, m: int, n: int, k: int, props, device_index: int):
     """The tile config for this shape: a measured one (dgir.tuning) when there is one and it is valid,
-    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else the cost model's."""
+    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else the one measured at
+    the nearest M for the same N and K, else the cost model's."""
     e = env()
     return _config_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
 
@@ -205,6 +206,11 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
     if autotune:
         from .autotune import autotune as tune
         return tune(op, m, n, k, device_index)
+    if tuned:        # the config measured best at the nearest M (same N, K), before the model
+        hit = tuning.nearest(op, device_name, sms, m, n, k)
+        cfg = _valid_config(hit["config"]) if hit is not None else None
+        if cfg is not None:
+            return cfg
     return operator.choose_config(m=m, n=n, k=k, num_sms=sms)
 
 

@@ -9,12 +9,16 @@ the fastest of the configs timed.  Entries come from two places:
   ``DG_AUTOTUNE=1`` (a shape without an entry is timed on first use and recorded).
 
 ``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
-ones.  A config is a dict of the operator's config fields; it is validated before use, so a stale or
+ones.  A shape without an entry of its own takes the entry of the nearest measured M (ratio of the
+two M, either way round) for the same device, operator, N and K (:func:`nearest`): the shipped table
+measures M on a grid (64, 128, 256 .. 4096, bench/TUNING.md step 28) because a config's merit
+changes slowly with M, while the cost model is off by x1.15 on average there.  A config is a dict of the operator's config fields; it is validated before use, so a stale or
 hand-edited entry is skipped rather than trusted.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -48,6 +52,23 @@ def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | Non
             if _key(e) == want and isinstance(e.get("config"), dict):
                 return e
     return None
+
+
+def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
+    """The entry for (device, sms, op, n, k) whose M is nearest to `m` on a log scale (ties: the
+    larger M; user cache first); None if that (N, K) was never measured on this device."""
+    best, best_d = None, None
+    for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
+        for e in _entries(path):
+            dev, s, o, em, en, ek = _key(e)
+            if (dev, s, o, en, ek) != (device, sms, op, n, k) or not isinstance(em, int) or em < 1:
+                continue
+            if not isinstance(e.get("config"), dict):
+                continue
+            d = (abs(math.log(em / max(m, 1))), -em)
+            if best_d is None or d < best_d:
+                best, best_d = e, d
+    return best
 
 
 def record(entry: dict, path: Path | None = None) -> Path:

@@ -49,9 +49,30 @@ def test_api_uses_the_measured_config_and_the_model_elsewhere(monkeypatch):
     # another device, another shape, or DGIR_TUNED=0: the cost model's choice
     other = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, other, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
-    assert deep_gemm._config("fp8_gemm_nt", 65, 32768, 512, H200, 0) == op.choose_config(m=65, n=32768, k=512, num_sms=132)
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 640, H200, 0) == op.choose_config(m=64, n=32768, k=640, num_sms=132)
     monkeypatch.setenv("DGIR_TUNED", "0")
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
+
+
+def _shipped(m, n, k):
+    return Fp8GemmConfig(**tuning.lookup("fp8_gemm_nt", H200.name, H200.sms, m, n, k)["config"])
+
+
+def test_an_unmeasured_m_takes_the_entry_of_the_nearest_measured_m():
+    """M on a log scale, same device, N and K; ties go to the larger M; then the model."""
+    api = lambda m, n=7168, k=16384: deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)  # noqa: E731
+    assert api(4097) == _shipped(4096, 7168, 16384) and api(100000) == _shipped(4096, 7168, 16384)
+    assert api(17) == api(1) == _shipped(64, 7168, 16384)
+    assert api(700) == _shipped(512, 7168, 16384) and api(800) == _shipped(1024, 7168, 16384)
+    assert api(181) == _shipped(128, 7168, 16384) and api(182) == _shipped(256, 7168, 16384)
+    assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) is None
+    # a user entry at an M of its own is a grid point like the shipped ones
+    from dataclasses import asdict
+    mine = Fp8GemmConfig(n=7168, k=16384, block_m=64, block_n=64, stages=4)
+    tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 3000, "n": 7168, "k": 16384,
+                   "config": asdict(mine), "us": 5.0, "source": "test"})
+    deep_gemm._config_for.cache_clear()
+    assert api(3100) == mine and api(3600) == _shipped(4096, 7168, 16384)
 
 
 def test_user_cache_wins_and_stale_entries_are_skipped():
