@@ -9,10 +9,11 @@ the fastest of the configs timed.  Entries come from two places:
   ``DG_AUTOTUNE=1`` (a shape without an entry is timed on first use and recorded).
 
 ``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
-ones.  A shape without an entry of its own takes the entry of the nearest measured M (ratio of the
-two M, either way round) for the same device, operator, N and K (:func:`nearest`): the shipped table
-measures M on a grid (64, 128, 256 .. 4096, bench/TUNING.md step 28) because a config's merit
-changes slowly with M, while the cost model is off by x1.15 on average there.  A config is a dict of the operator's config fields; it is validated before use, so a stale or
+ones.  A shape without an entry of its own takes the entry of the nearest measured M for the same
+device, operator, N and K when that M is close (:func:`nearest`): within a factor NEAREST_RATIO, or
+both at most SMALL_M (memory-bound: split-K and cluster choices the model gets wrong).  Between
+farther grid points the model's pick was the better one, as it sees the wave count at the actual M
+(70 off-grid shapes timed on the H200: bench/TUNING.md step 28).  A config is a dict of the operator's config fields; it is validated before use, so a stale or
 hand-edited entry is skipped rather than trusted.
 """
 from __future__ import annotations
@@ -54,9 +55,13 @@ def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | Non
     return None
 
 
+NEAREST_RATIO = 1.25      # 4097 -> 4096, 600 -> 512; 768 -> the model
+SMALL_M = 128             # 1, 17, 96 -> the entry at 64 or 128
+
+
 def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
     """The entry for (device, sms, op, n, k) whose M is nearest to `m` on a log scale (ties: the
-    larger M; user cache first); None if that (N, K) was never measured on this device."""
+    larger M; user cache first), if it is close (see the module doc); else None."""
     best, best_d = None, None
     for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
         for e in _entries(path):
@@ -68,7 +73,10 @@ def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | No
             d = (abs(math.log(em / max(m, 1))), -em)
             if best_d is None or d < best_d:
                 best, best_d = e, d
-    return best
+    if best is None:
+        return None
+    close = best_d[0] <= math.log(NEAREST_RATIO) or max(m, best["m"]) <= SMALL_M
+    return best if close else None
 
 
 def record(entry: dict, path: Path | None = None) -> Path:
