@@ -38,6 +38,7 @@ VARIANTS = {
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
+    "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -77,6 +78,17 @@ class GenericDivision:
 
     def __exit__(self, *exc):
         self.emit.emit_udiv, self.emit.emit_urem = self.saved
+
+
+class LowWordDescriptors:
+    """A/B of the wgmma descriptors' K steps: while active, a 32-bit add on the low word
+    (emitters/ptx/mma.py DESC_LOW_WORD_STEPS) instead of a 64-bit add."""
+    def __enter__(self):
+        import dgir.emitters.ptx.mma as mma
+        self.mma, mma.DESC_LOW_WORD_STEPS = mma, True
+
+    def __exit__(self, *exc):
+        self.mma.DESC_LOW_WORD_STEPS = False
 
 
 def _trace_pass():
@@ -156,7 +168,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    with GenericDivision() if variant_base == "divgeneric" else contextlib.nullcontext():
+    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors}.get(variant_base, contextlib.nullcontext)
+    with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)
     tensors = kernel_tensors(A, sfa, B, sfb, d)

@@ -30,15 +30,40 @@ def _smem_read(self: Emitter, n: Node) -> None:
     b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
 
 
-def _desc(self: Emitter, addr: str) -> str:
-    """64-bit wgmma descriptor: K-major, 128B swizzle, SBO 1024 (hopper-ptx.md §4.3)."""
+# A/B knob (bench/experiments.py variant "desc32"): build the K steps' descriptors from the 32-bit
+# low word (its 14-bit address field cannot carry: shared addresses < 228 KB) instead of 64-bit adds
+DESC_LOW_WORD_STEPS = False
+DESC_HI = 1073741888           # SBO 64, layout 1 (128B swizzle)
+
+
+def _desc_lo(self: Emitter, addr: str) -> str:
+    """Low word of a wgmma descriptor: start address >> 4 (14 bits), LBO 1."""
     b = self.b
-    lo, d = b.reg(), b.reg("b64")
+    lo = b.reg()
     b(f"shr.u32 {lo}, {addr}, 4;")
     b(f"and.b32 {lo}, {lo}, 16383;")
     b(f"or.b32 {lo}, {lo}, 65536;")
-    b(f"mov.b64 {d}, {{{lo}, 1073741888}};       // hi: SBO 64, layout 1 (128B swizzle)")
+    return lo
+
+
+def _desc(self: Emitter, addr: str) -> str:
+    """64-bit wgmma descriptor: K-major, 128B swizzle, SBO 1024 (hopper-ptx.md §4.3)."""
+    d = self.b.reg("b64")
+    self.b(f"mov.b64 {d}, {{{_desc_lo(self, addr)}, {DESC_HI}}};       // hi: SBO 64, layout 1 (128B swizzle)")
     return d
+
+
+def _desc_step(self: Emitter, d: str, lo_of: dict, step: int) -> str:
+    """The descriptor `step` K steps (of 32 bytes) past `d`."""
+    b = self.b
+    out = b.reg("b64")
+    if DESC_LOW_WORD_STEPS:
+        lo = b.reg()
+        b(f"add.u32 {lo}, {lo_of[d]}, {2 * step};")
+        b(f"mov.b64 {out}, {{{lo}, {DESC_HI}}};")
+    else:
+        b(f"add.s64 {out}, {d}, {2 * step};")
+    return out
 
 
 def _wgmma(self: Emitter, n: Node) -> None:
@@ -51,7 +76,15 @@ def _wgmma(self: Emitter, n: Node) -> None:
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
     a_addr = self.smem_addr(a_ring, ctr)
     b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
-    da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
+    b_addr = self.smem_addr(b_ring, ctr)
+    lo_of = {}
+    if DESC_LOW_WORD_STEPS:
+        da, db = b.reg("b64"), b.reg("b64")
+        lo_of = {da: _desc_lo(self, a_addr), db: _desc_lo(self, b_addr)}
+        for d, lo in lo_of.items():
+            b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};")
+    else:
+        da, db = _desc(self, a_addr), _desc(self, b_addr)
     regs = self.tile(acc)
     if len(regs) != N // 2:
         raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
@@ -62,9 +95,7 @@ def _wgmma(self: Emitter, n: Node) -> None:
         scale_d = 1 if (s > 0 or n.get("scale_d", 1)) else 0
         dA, dB = da, db
         if s:
-            dA, dB = b.reg("b64"), b.reg("b64")
-            b(f"add.s64 {dA}, {da}, {2 * s};")
-            b(f"add.s64 {dB}, {db}, {2 * s};")
+            dA, dB = _desc_step(self, da, lo_of, s), _desc_step(self, db, lo_of, s)
         b(f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{types}.{types} "
           f"{{{', '.join(regs)}}}, {dA}, {dB}, {scale_d}{tail};")
     b("wgmma.commit_group.sync.aligned;")
