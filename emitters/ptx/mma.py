@@ -76,15 +76,14 @@ def _wgmma(self: Emitter, n: Node) -> None:
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
     a_addr = self.smem_addr(a_ring, ctr)
     b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
-    b_addr = self.smem_addr(b_ring, ctr)
     lo_of = {}
     if DESC_LOW_WORD_STEPS:
         da, db = b.reg("b64"), b.reg("b64")
-        lo_of = {da: _desc_lo(self, a_addr), db: _desc_lo(self, b_addr)}
+        lo_of = {da: _desc_lo(self, a_addr), db: _desc_lo(self, self.smem_addr(b_ring, ctr))}
         for d, lo in lo_of.items():
             b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};")
     else:
-        da, db = _desc(self, a_addr), _desc(self, b_addr)
+        da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
     regs = self.tile(acc)
     if len(regs) != N // 2:
         raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
