@@ -39,6 +39,7 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
+    "wguni": lambda: None,             # default passes, warpgroup index broadcast by shfl (UniformWarpgroupIndex)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -89,6 +90,16 @@ class LowWordDescriptors:
 
     def __exit__(self, *exc):
         self.mma.DESC_LOW_WORD_STEPS = False
+
+
+class UniformWarpgroupIndex:
+    """A/B of the warpgroup index as a shfl broadcast (emitters/ptx/emit.py UNIFORM_WARPGROUP_INDEX)."""
+    def __enter__(self):
+        import dgir.emitters.ptx.emit as emit
+        self.emit, emit.UNIFORM_WARPGROUP_INDEX = emit, True
+
+    def __exit__(self, *exc):
+        self.emit.UNIFORM_WARPGROUP_INDEX = False
 
 
 def _trace_pass():
@@ -168,7 +179,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors}.get(variant_base, contextlib.nullcontext)
+    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors,
+            "wguni": UniformWarpgroupIndex}.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

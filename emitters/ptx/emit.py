@@ -20,6 +20,8 @@ from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
+# A/B knob (bench/experiments.py variant "wguni"): the warpgroup index as a shfl broadcast
+UNIFORM_WARPGROUP_INDEX = False
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -138,6 +140,10 @@ class Emitter:
         self.tid, self.wg = tid, wg
         b(f"mov.u32 {tid}, %tid.x;")
         b(f"shr.u32 {wg}, {tid}, 7;")
+        if UNIFORM_WARPGROUP_INDEX:
+            # lane 0's value, broadcast: ptxas can then prove it warp-uniform (as CUTLASS's
+            # canonical_warp_group_idx does) and keep what derives from it in uniform registers
+            b(f"shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1;")
         self.base = b.reg()
         b(f"mov.u32 {self.base}, smem;")
         b(f"add.u32 {self.base}, {self.base}, 1023;")
