@@ -2,6 +2,7 @@
 
     python bench/coverage_specs.py > bench/specs_tune42.txt
     python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
+    python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
 falls to the cost model, which is x1.15 off on average and has never been checked between those
@@ -93,5 +94,16 @@ def validation_specs(ms=OFF_GRID) -> list[str]:
     return out
 
 
+def api_specs() -> list[str]:
+    """The API's config and cuBLAS for every shape the coverage report lists, one pair per shape
+    (bench/coverage_report.py takes its API and cuBLAS columns from this run)."""
+    out = []
+    for m in sorted(set(MS) | set(OFF_GRID) | {64, 128, 4096}):
+        for n, k in NK:
+            out += [spec_of(m, api_pick(m, n, k)), f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
-    print("\n".join(validation_specs() if "--validate" in sys.argv else specs()))
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    print("\n".join({"--validate": validation_specs, "--api": api_specs}.get(mode, specs)()))

@@ -39,7 +39,8 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
-    "wguni": lambda: None,             # default passes, warpgroup index broadcast by shfl (UniformWarpgroupIndex)
+    "wguni": lambda: None,             # default passes, warpgroup index broadcast by shfl in every kernel
+    "nowguni": lambda: None,           # ... in no kernel (the default: kernels with two math warpgroups)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -93,13 +94,18 @@ class LowWordDescriptors:
 
 
 class UniformWarpgroupIndex:
-    """A/B of the warpgroup index as a shfl broadcast (emitters/ptx/emit.py UNIFORM_WARPGROUP_INDEX)."""
+    """A/B of the warpgroup index as a shfl broadcast (emitters/ptx/emit.py UNIFORM_WARPGROUP_INDEX):
+    forced on (variant "wguni") or off ("nowguni") for every kernel."""
+    def __init__(self, on: bool = True):
+        self.on = on
+
     def __enter__(self):
         import dgir.emitters.ptx.emit as emit
-        self.emit, emit.UNIFORM_WARPGROUP_INDEX = emit, True
+        self.emit, self.saved = emit, emit.UNIFORM_WARPGROUP_INDEX
+        emit.UNIFORM_WARPGROUP_INDEX = self.on
 
     def __exit__(self, *exc):
-        self.emit.UNIFORM_WARPGROUP_INDEX = False
+        self.emit.UNIFORM_WARPGROUP_INDEX = self.saved
 
 
 def _trace_pass():
@@ -180,7 +186,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
     knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors,
-            "wguni": UniformWarpgroupIndex}.get(variant_base, contextlib.nullcontext)
+            "wguni": UniformWarpgroupIndex, "nowguni": lambda: UniformWarpgroupIndex(False)}.get(
+                variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

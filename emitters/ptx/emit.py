@@ -20,8 +20,13 @@ from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
-# A/B knob (bench/experiments.py variant "wguni"): the warpgroup index as a shfl broadcast
-UNIFORM_WARPGROUP_INDEX = False
+# The warpgroup index as a shfl broadcast of lane 0's value, so that ptxas can prove it warp-uniform
+# (CUTLASS's canonical_warp_group_idx does the same) and keeps the wgmma descriptors and ring
+# addresses derived from it on the uniform datapath: in a 128x128 K loop 72 -> 5 R2UR moves and
+# 1048 -> 912 SASS instructions.  None: for kernels with two math warpgroups (bench/TUNING.md
+# step 31: +7-9% for 128x128, +2-3% for 256x128 tiles; with one, 64-row tiles, within the noise of
+# +-4%); True / False force it (bench/experiments.py variants "wguni" / "nowguni").
+UNIFORM_WARPGROUP_INDEX: bool | None = None
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -140,10 +145,11 @@ class Emitter:
         self.tid, self.wg = tid, wg
         b(f"mov.u32 {tid}, %tid.x;")
         b(f"shr.u32 {wg}, {tid}, 7;")
-        if UNIFORM_WARPGROUP_INDEX:
-            # lane 0's value, broadcast: ptxas can then prove it warp-uniform (as CUTLASS's
-            # canonical_warp_group_idx does) and keep what derives from it in uniform registers
-            b(f"shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1;")
+        uniform = UNIFORM_WARPGROUP_INDEX
+        if uniform is None:
+            uniform = threads // 128 - 1 >= 2          # math warpgroups besides the load role's
+        if uniform:
+            b(f"shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1;   // lane 0's value: provably warp-uniform")
         self.base = b.reg()
         b(f"mov.u32 {self.base}, smem;")
         b(f"add.u32 {self.base}, {self.base}, 1023;")
