@@ -108,3 +108,42 @@ def test_illegal_configs_are_rejected_naming_the_field(fields, match):
     cfg = Fp8GemmConfig(**{"n": 1024, "k": 1024, "block_m": 128, "block_n": 128, "stages": 3, **fields})
     with pytest.raises(OpError, match=match):
         check_config(cfg)
+
+
+def _sass_ops(cubin: bytes) -> list[str]:
+    import re
+
+    from dgir import toolchain
+    text = toolchain.disassemble(cubin, ("-c",))
+    return [re.sub(r"^@!?U?P\w+\s+", "", line.split("*/", 1)[1].strip()).split()[0]
+            for line in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", line)]
+
+
+def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma(monkeypatch):
+    """Kernels with two math warpgroups broadcast the warpgroup index from lane 0; ptxas then keeps
+    the wgmma descriptors in uniform registers instead of moving them there before every wgmma
+    (bench/TUNING.md step 31).  64-row tiles keep their PTX; the knob forces either way."""
+    import dgir.emitters.ptx.emit as emit
+    wide = Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5)
+    narrow = Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=10)
+    shfl = "shfl.sync.idx.b32"
+    assert shfl in compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide, assemble=False).ptx
+    assert shfl not in compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False).ptx
+    moves = {}
+    for forced in (False, None):
+        monkeypatch.setattr(emit, "UNIFORM_WARPGROUP_INDEX", forced)
+        ops = _sass_ops(compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide).cubin)
+        moves[forced] = sum(op.startswith("R2UR") for op in ops)
+    assert moves[None] * 4 < moves[False], moves          # measured 5 against 72
+    monkeypatch.setattr(emit, "UNIFORM_WARPGROUP_INDEX", True)
+    assert shfl in compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False).ptx
+
+
+def test_descriptor_steps_by_low_word_adds_assemble(monkeypatch):
+    """The desc32 A/B knob: the K steps' descriptors from 32-bit adds on the low word (no 64-bit adds)."""
+    import dgir.emitters.ptx.mma as mma
+    cfg = Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5)
+    monkeypatch.setattr(mma, "DESC_LOW_WORD_STEPS", True)
+    res = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=cfg)
+    assert "add.s64" not in res.ptx.split("wgmma.fence")[1].split("wgmma.commit_group")[0]
+    assert res.resources.spill_stores == 0 and not [w for w in res.warnings if "C7514" in w]
