@@ -21,6 +21,7 @@ from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
+from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex  # noqa: E402
 
 VARIANTS = {
     "default": lambda: None,
@@ -39,8 +40,8 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
-    "wguni": lambda: None,             # default passes, warpgroup index broadcast by shfl in every kernel
-    "nowguni": lambda: None,           # ... in no kernel (the default: kernels with two math warpgroups)
+    "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
+    "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -91,21 +92,6 @@ class LowWordDescriptors:
 
     def __exit__(self, *exc):
         self.mma.DESC_LOW_WORD_STEPS = False
-
-
-class UniformWarpgroupIndex:
-    """A/B of the warpgroup index as a shfl broadcast (emitters/ptx/emit.py UNIFORM_WARPGROUP_INDEX):
-    forced on (variant "wguni") or off ("nowguni") for every kernel."""
-    def __init__(self, on: bool = True):
-        self.on = on
-
-    def __enter__(self):
-        import dgir.emitters.ptx.emit as emit
-        self.emit, self.saved = emit, emit.UNIFORM_WARPGROUP_INDEX
-        emit.UNIFORM_WARPGROUP_INDEX = self.on
-
-    def __exit__(self, *exc):
-        self.emit.UNIFORM_WARPGROUP_INDEX = self.saved
 
 
 def _trace_pass():
@@ -185,9 +171,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors,
-            "wguni": UniformWarpgroupIndex, "nowguni": lambda: UniformWarpgroupIndex(False)}.get(
-                variant_base, contextlib.nullcontext)
+    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors}.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

@@ -20,7 +20,7 @@ MAIN_JOB = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "1638
 SMALL = ["compile", "fp8_gemm_nt", "--m", "2048", "--n", "1024", "--k", "640"]   # bm128 bn128
 STAGES = ["00_lower_gemm", "01_promote_scales", "02_stage_b_scales", "03_prefetch_tma_descriptors", "04_assign_registers",
           "05_schedule_mma", "06_interleave_ffma", "07_overlap_epilogue", "08_order_wgmma_issue",
-          "09_multicast_tma", "10_allocate_smem"]
+          "09_multicast_tma", "10_uniform_warpgroup_index", "11_allocate_smem"]
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +119,7 @@ def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     e = kernel_dir(tmp_path / "b")
     assert e.name == d.name                                       # same kernel, same config
     assert sorted(p.stem for p in e.glob("*.dgir")) == STAGES      # the earlier stages come along
-    final = (e / "10_allocate_smem.dgir").read_text()
+    final = (e / "11_allocate_smem.dgir").read_text()
     assert "regs=216" in final and "regs=232" not in final
     assert (e / "04_assign_registers.dgir").read_text() == f.read_text()
     assert (e / "01_promote_scales.dgir").read_text() == (d / "01_promote_scales.dgir").read_text()
@@ -166,8 +166,8 @@ def test_compile_plugin_pass_shows_up(tmp_path, capsys, monkeypatch, emitter):
     rc, out, err = run(capsys, *SMALL, "--plugin", "cli_tag_plugin", "--dump-dir", "d", "--no-assemble")
     assert rc == 0, err
     d = kernel_dir(tmp_path / "d")
-    assert (d / "02_cli_tag.dgir").exists() and (d / "11_allocate_smem.dgir").exists()
-    assert 'cli_tag="yes"' in (d / "11_allocate_smem.dgir").read_text()
+    assert (d / "02_cli_tag.dgir").exists() and (d / "12_allocate_smem.dgir").exists()
+    assert 'cli_tag="yes"' in (d / "12_allocate_smem.dgir").read_text()
     rc, out, err = run(capsys, "passes", "--target", "sm90a")
     assert rc == 0 and re.search(r"^  02 cli_tag\b", out, re.M)
     assert "Marks the kernel (CLI plug-in test)." in out

@@ -64,7 +64,7 @@ def test_pipeline_passes_are_named_documented_objects():
     names = [p.name for p in passes]
     assert names == ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
                      "interleave_ffma", "overlap_epilogue", "order_wgmma_issue", "multicast_tma",
-                     "allocate_smem"]
+                     "uniform_warpgroup_index", "allocate_smem"]
     for p in passes:
         assert isinstance(p, Pass)
         assert len((type(p).__doc__ or "").strip()) > 80, p.name

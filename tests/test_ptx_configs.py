@@ -119,24 +119,28 @@ def _sass_ops(cubin: bytes) -> list[str]:
             for line in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", line)]
 
 
-def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma(monkeypatch):
-    """Kernels with two math warpgroups broadcast the warpgroup index from lane 0; ptxas then keeps
-    the wgmma descriptors in uniform registers instead of moving them there before every wgmma
-    (bench/TUNING.md step 31).  64-row tiles keep their PTX; the knob forces either way."""
-    import dgir.emitters.ptx.emit as emit
+def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma():
+    """The uniform_warpgroup_index pass marks kernels with two math warpgroups; their PTX broadcasts
+    the warpgroup index from lane 0 and ptxas keeps the wgmma descriptors in uniform registers
+    instead of moving them there before every wgmma (bench/TUNING.md step 31).  64-row tiles keep
+    their PTX, with the decision recorded; force=True / dropping the pass overrides it."""
+    from dgir.pipeline import pipeline
+    from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex
     wide = Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5)
     narrow = Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=10)
     shfl = "shfl.sync.idx.b32"
-    assert shfl in compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide, assemble=False).ptx
-    assert shfl not in compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False).ptx
-    moves = {}
-    for forced in (False, None):
-        monkeypatch.setattr(emit, "UNIFORM_WARPGROUP_INDEX", forced)
-        ops = _sass_ops(compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide).cubin)
-        moves[forced] = sum(op.startswith("R2UR") for op in ops)
-    assert moves[None] * 4 < moves[False], moves          # measured 5 against 72
-    monkeypatch.setattr(emit, "UNIFORM_WARPGROUP_INDEX", True)
-    assert shfl in compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False).ptx
+    res = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide)
+    assert res.ir.get("uniform_wg_index") is True and shfl in res.ptx
+    small = compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False)
+    assert small.ir.get("uniform_wg_index") == "skipped: 1 math warpgroup" and shfl not in small.ptx
+    without = [p for p in pipeline("sm90a") if p.name != "uniform_warpgroup_index"]
+    plain = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide, passes=without)
+    assert shfl not in plain.ptx
+    moves = [sum(op.startswith("R2UR") for op in _sass_ops(r.cubin)) for r in (res, plain)]
+    assert moves[0] * 4 < moves[1], moves                   # measured 5 against 72
+    forced = [UniformWarpgroupIndex(force=True) if p.name == "uniform_warpgroup_index" else p
+              for p in pipeline("sm90a")]
+    assert shfl in compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, passes=forced, assemble=False).ptx
 
 
 def test_descriptor_steps_by_low_word_adds_assemble(monkeypatch):

@@ -24,7 +24,7 @@ def test_roundtrip_after_every_pass(cfg):
         seen.append(stem.split("_", 1)[1])
     assert seen == ["lower_gemm", "promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers",
                     "schedule_mma", "interleave_ffma", "overlap_epilogue", "order_wgmma_issue", "multicast_tma",
-                     "allocate_smem"]
+                     "uniform_warpgroup_index", "allocate_smem"]
 
 
 def test_structural_equality_includes_attributes():

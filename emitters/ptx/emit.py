@@ -20,13 +20,6 @@ from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
-# The warpgroup index as a shfl broadcast of lane 0's value, so that ptxas can prove it warp-uniform
-# (CUTLASS's canonical_warp_group_idx does the same) and keeps the wgmma descriptors and ring
-# addresses derived from it on the uniform datapath: in a 128x128 K loop 72 -> 5 R2UR moves and
-# 1048 -> 912 SASS instructions.  None: for kernels with two math warpgroups (bench/TUNING.md
-# step 31: +7-9% for 128x128, +2-3% for 256x128 tiles; with one, 64-row tiles, within the noise of
-# +-4%); True / False force it (bench/experiments.py variants "wguni" / "nowguni").
-UNIFORM_WARPGROUP_INDEX: bool | None = None
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -145,10 +138,7 @@ class Emitter:
         self.tid, self.wg = tid, wg
         b(f"mov.u32 {tid}, %tid.x;")
         b(f"shr.u32 {wg}, {tid}, 7;")
-        uniform = UNIFORM_WARPGROUP_INDEX
-        if uniform is None:
-            uniform = threads // 128 - 1 >= 2          # math warpgroups besides the load role's
-        if uniform:
+        if k.get("uniform_wg_index") is True:   # passes/uniform_warpgroup_index.py
             b(f"shfl.sync.idx.b32 {wg}, {wg}, 0, 31, -1;   // lane 0's value: provably warp-uniform")
         self.base = b.reg()
         b(f"mov.u32 {self.base}, smem;")

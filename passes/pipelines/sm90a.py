@@ -2,7 +2,8 @@
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
 from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, order_wgmma_issue,
-               overlap_epilogue, prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales)
+               overlap_epilogue, prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales,
+               uniform_warpgroup_index)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -26,6 +27,9 @@ PIPELINE = [
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
     # (a no-op for kernels without clusters)
     multicast_tma.PASS,
+    # codegen hint (data): kernels with two math warpgroups get a provably warp-uniform warpgroup
+    # index, so ptxas keeps the wgmma descriptors on the uniform datapath
+    uniform_warpgroup_index.PASS,
     # layout last: every buffer, including those the passes above added, gets its offset
     allocate_smem.PASS,
 ]
