@@ -1,6 +1,6 @@
 """dgir against cuBLAS at the M between (and beyond) the issue's rows.
 
-    python bench/coverage_report.py      # writes bench/results/coverage_m.json and coverage_m.md
+    python bench/coverage_report.py      # writes bench/results/coverage_m.json, .md and .svg
 
 The API and cuBLAS columns come from spec 50 (one device call at the revision it names: for every
 shape the config dgir's API takes - tuned entry, else a near measured M, else the model:
@@ -96,7 +96,43 @@ def main():
                f"{math.exp(sum(map(math.log, vs)) / len(vs)):.3f}x cuBLAS; {len(below)} below cuBLAS "
                "(" + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['api_vs_cublas']}" for r in below) + ").\n")
     (ROOT / "results" / "coverage_m.md").write_text("\n".join(lines) + "\n" + summary)
+    (ROOT / "results" / "coverage_m.svg").write_text(svg(rows, str(api_doc.get("git_rev"))[:8]))
     print(summary)
+
+
+def svg(rows, rev: str) -> str:
+    """Small multiples, one panel per (N, K): TFLOPS against M (log scales) of the API's config and
+    of cuBLAS from the same call; a red mark where dgir is below cuBLAS."""
+    nk = sorted({(r["n"], r["k"]) for r in rows}, key=lambda x: (x[1], x[0]))
+    cols, pw, ph, pad = 4, 230, 170, 46
+    W, H = cols * (pw + pad) + pad, math.ceil(len(nk) / cols) * (ph + 60) + 50
+    ms = sorted({r["m"] for r in rows})
+    lx = lambda m, x0: x0 + pw * (math.log2(m) - math.log2(ms[0])) / (math.log2(ms[-1]) - math.log2(ms[0]))  # noqa: E731
+    ly = lambda v, y0: y0 + ph - ph * math.log10(max(v, 10) / 10) / math.log10(200)  # noqa: E731  (10..2000)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="10">',
+           f'<text x="{pad}" y="16" font-size="13">fp8_gemm_nt on the H200, dgir\'s API config (blue) and cuBLAS (orange), '
+           f'TFLOPS against M; spec 50, rev {rev}</text>']
+    for i, (n, k) in enumerate(nk):
+        x0, y0 = pad + (i % cols) * (pw + pad), 40 + (i // cols) * (ph + 60)
+        out.append(f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#ccc"/>'
+                   f'<text x="{x0}" y="{y0 - 4}">N={n} K={k}</text>')
+        for t in (20, 50, 100, 200, 500, 1000):
+            out.append(f'<line x1="{x0}" x2="{x0 + pw}" y1="{ly(t, y0):.1f}" y2="{ly(t, y0):.1f}" stroke="#eee"/>'
+                       f'<text x="{x0 - 3}" y="{ly(t, y0) + 3:.1f}" text-anchor="end">{t}</text>')
+        for m in (32, 128, 512, 2048, 8192):
+            if ms[0] <= m <= ms[-1]:
+                out.append(f'<text x="{lx(m, x0):.1f}" y="{y0 + ph + 12}" text-anchor="middle">{m}</text>')
+        pts = sorted((r["m"], r) for r in rows if (r["n"], r["k"]) == (n, k))
+        for key, color in (("api_tflops", "#1f77b4"), ("cublas_tflops", "#ff7f0e")):
+            xy = [(lx(m, x0), ly(r[key], y0)) for m, r in pts if r.get(key)]
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.5" points="'
+                       + " ".join(f"{x:.1f},{y:.1f}" for x, y in xy) + '"/>')
+        for m, r in pts:
+            if r.get("api_vs_cublas", 9) < 1:
+                out.append(f'<circle cx="{lx(m, x0):.1f}" cy="{ly(r["api_tflops"], y0):.1f}" r="3" fill="#d62728">'
+                           f'<title>M={m}: {r["api_tflops"]:.0f} vs cuBLAS {r["cublas_tflops"]:.0f}</title></circle>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
 
 
 if __name__ == "__main__":
