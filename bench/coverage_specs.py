@@ -3,6 +3,7 @@
     python bench/coverage_specs.py > bench/specs_tune42.txt
     python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
     python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
+    (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
 falls to the cost model, which is x1.15 off on average and has never been checked between those
