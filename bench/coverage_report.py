@@ -56,7 +56,8 @@ def collect():
     return timed, cublas, meta
 
 
-def main():
+def main(out_dir: Path | None = None):
+    out_dir = out_dir or ROOT / "results"
     timed, _, meta = collect()
     api_ms, cublas, revs = {}, {}, []
     for run in API_RUNS:
@@ -94,7 +95,7 @@ def main():
             row["api_vs_cublas"] = round(row["api_tflops"] / row["cublas_tflops"], 3)
         rows.append(row)
     doc = {"sources": meta, "method": __doc__.strip().split("\n\n")[-1].replace("\n", " "), "rows": rows}
-    (ROOT / "results" / "coverage_m.json").write_text(json.dumps(doc, indent=1) + "\n")
+    (out_dir / "coverage_m.json").write_text(json.dumps(doc, indent=1) + "\n")
     lines = ["| M | N | K | API config | TFLOPS | cuBLAS | API / cuBLAS | sweep: fastest timed | TFLOPS | model's pick |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -107,8 +108,8 @@ def main():
     summary = (f"\nSpecs 50, 52 (revs {', '.join(revs)}): {len(vs)} shapes with the API's config and cuBLAS timed: geometric mean "
                f"{math.exp(sum(map(math.log, vs)) / len(vs)):.3f}x cuBLAS; {len(below)} below cuBLAS "
                "(" + ", ".join(f"{r['m']}x{r['n']}x{r['k']} {r['api_vs_cublas']}" for r in below) + ").\n")
-    (ROOT / "results" / "coverage_m.md").write_text("\n".join(lines) + "\n" + summary)
-    (ROOT / "results" / "coverage_m.svg").write_text(svg(rows, ", ".join(revs)))
+    (out_dir / "coverage_m.md").write_text("\n".join(lines) + "\n" + summary)
+    (out_dir / "coverage_m.svg").write_text(svg(rows, ", ".join(revs)))
     print(summary)
 
 
@@ -148,4 +149,7 @@ def svg(rows, rev: str) -> str:
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out-dir", type=Path, default=None, help="default: bench/results")
+    main(ap.parse_args().out_dir)

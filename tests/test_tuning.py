@@ -33,6 +33,17 @@ def test_shipped_table_is_rebuilt_from_the_committed_measurements(tmp_path):
     assert fresh.read_text() == (tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text()
 
 
+def test_coverage_report_is_rebuilt_from_the_committed_measurements(tmp_path):
+    """bench/results/coverage_m.{json,md,svg} are derived data, like the table."""
+    out = subprocess.run([sys.executable, "coverage_report.py", "--out-dir", str(tmp_path)], cwd=ROOT / "bench",
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    for name in ("coverage_m.json", "coverage_m.md", "coverage_m.svg"):
+        assert (tmp_path / name).read_text() == (ROOT / "bench" / "results" / name).read_text(), name
+    rows = json.loads((tmp_path / "coverage_m.json").read_text())["rows"]
+    assert len(rows) >= 100 and all(r["api_tflops"] > 0 for r in rows)
+
+
 def test_every_shipped_entry_is_a_legal_config_that_was_timed_against_others():
     doc = json.loads((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())
     assert doc["entries"]
