@@ -34,31 +34,25 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json"]
 
 
 def collect():
-    timed = defaultdict(dict)      # (m, n, k) -> config part of the spec -> (ms, source)
-    cublas = {}
+    """The config sweeps: (m, n, k) -> config part of the spec -> (fastest ms, source), and each
+    file's revision, date and device."""
+    timed = defaultdict(dict)
     meta = {}
     for src in SOURCES:
         doc = json.loads((ROOT / src).read_text())
         meta[src] = {"git_rev": doc.get("git_rev"), "date": doc.get("date"), "device": doc.get("device")}
         for r in doc["rows"]:
-            if "ms" not in r:
+            if "ms" not in r or r["kernel"] == "cublas" or not r.get("diff", 1) < 1e-3:
                 continue
-            key = (r["m"], r["n"], r["k"])
-            if r["kernel"] == "cublas":
-                if key not in cublas or r["ms"] < cublas[key][0]:
-                    cublas[key] = (r["ms"], src)
-                continue
-            if not r.get("diff", 1) < 1e-3:
-                continue
-            part = r["spec"].split(":", 1)[1]
+            key, part = (r["m"], r["n"], r["k"]), r["spec"].split(":", 1)[1]
             if part not in timed[key] or r["ms"] < timed[key][part][0]:
                 timed[key][part] = (r["ms"], src)
-    return timed, cublas, meta
+    return timed, meta
 
 
 def main(out_dir: Path | None = None):
     out_dir = out_dir or ROOT / "results"
-    timed, _, meta = collect()
+    timed, meta = collect()
     api_ms, cublas, revs = {}, {}, []
     for run in API_RUNS:
         api_doc = json.loads((ROOT / run).read_text())

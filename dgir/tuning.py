@@ -45,14 +45,18 @@ def _key(e: dict) -> tuple:
     return e.get("device"), e.get("sms"), e.get("op"), e.get("m"), e.get("n"), e.get("k")
 
 
-def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
-    """The recorded entry for this exact shape on this device, user cache first; None if none."""
-    want = (device, sms, op, m, n, k)
+def _measured(op: str, device: str, sms: int, n: int, k: int):
+    """Every entry with a config for (device, sms, op, n, k), user cache first."""
     for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
         for e in _entries(path):
-            if _key(e) == want and isinstance(e.get("config"), dict):
-                return e
-    return None
+            dev, s, o, _, en, ek = _key(e)
+            if (dev, s, o, en, ek) == (device, sms, op, n, k) and isinstance(e.get("config"), dict):
+                yield e
+
+
+def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
+    """The recorded entry for this exact shape on this device, user cache first; None if none."""
+    return next((e for e in _measured(op, device, sms, n, k) if e.get("m") == m), None)
 
 
 NEAREST_RATIO = 1.25      # 4097 -> 4096, 600 -> 512; 768 -> the model
@@ -62,20 +66,12 @@ SMALL_M = 128             # 1, 17, 96 -> the entry at 64 or 128
 def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
     """The entry for (device, sms, op, n, k) whose M is nearest to `m` on a log scale (ties: the
     larger M; user cache first), if it is close (see the module doc); else None."""
-    best, best_d = None, None
-    for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
-        for e in _entries(path):
-            dev, s, o, em, en, ek = _key(e)
-            if (dev, s, o, en, ek) != (device, sms, op, n, k) or not isinstance(em, int) or em < 1:
-                continue
-            if not isinstance(e.get("config"), dict):
-                continue
-            d = (abs(math.log(em / max(m, 1))), -em)
-            if best_d is None or d < best_d:
-                best, best_d = e, d
-    if best is None:
+    grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    if not grid:
         return None
-    close = best_d[0] <= math.log(NEAREST_RATIO) or max(m, best["m"]) <= SMALL_M
+    # min keeps the first of equal keys: the user cache's entry at an M the table also has
+    best = min(grid, key=lambda e: (abs(math.log(e["m"] / max(m, 1))), -e["m"]))
+    close = abs(math.log(best["m"] / max(m, 1))) <= math.log(NEAREST_RATIO) or max(m, best["m"]) <= SMALL_M
     return best if close else None
 
 

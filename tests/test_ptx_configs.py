@@ -110,13 +110,10 @@ def test_illegal_configs_are_rejected_naming_the_field(fields, match):
         check_config(cfg)
 
 
-def _sass_ops(cubin: bytes) -> list[str]:
-    import re
-
+def _sass_ops(res) -> list[str]:
     from dgir import toolchain
-    text = toolchain.disassemble(cubin, ("-c",))
-    return [re.sub(r"^@!?U?P\w+\s+", "", line.split("*/", 1)[1].strip()).split()[0]
-            for line in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4}\*/", line)]
+    from dgir.runtime import sass
+    return [i.opcode for i in sass.parse_sass(toolchain.disassemble(res.cubin), res.name)]
 
 
 def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma():
@@ -136,7 +133,7 @@ def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma()
     without = [p for p in pipeline("sm90a") if p.name != "uniform_warpgroup_index"]
     plain = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide, passes=without)
     assert shfl not in plain.ptx
-    moves = [sum(op.startswith("R2UR") for op in _sass_ops(r.cubin)) for r in (res, plain)]
+    moves = [sum(op.startswith("R2UR") for op in _sass_ops(r)) for r in (res, plain)]
     assert moves[0] * 4 < moves[1], moves                   # measured 5 against 72
     forced = [UniformWarpgroupIndex(force=True) if p.name == "uniform_warpgroup_index" else p
               for p in pipeline("sm90a")]

@@ -36,31 +36,26 @@ DESC_LOW_WORD_STEPS = False
 DESC_HI = 1073741888           # SBO 64, layout 1 (128B swizzle)
 
 
-def _desc_lo(self: Emitter, addr: str) -> str:
-    """Low word of a wgmma descriptor: start address >> 4 (14 bits), LBO 1."""
+def _desc(self: Emitter, addr: str) -> tuple[str, str]:
+    """64-bit wgmma descriptor (K-major, 128B swizzle, SBO 1024: hopper-ptx.md §4.3) and its low
+    word (start address >> 4 in 14 bits, LBO 1)."""
     b = self.b
-    lo = b.reg()
+    lo, d = b.reg(), b.reg("b64")
     b(f"shr.u32 {lo}, {addr}, 4;")
     b(f"and.b32 {lo}, {lo}, 16383;")
     b(f"or.b32 {lo}, {lo}, 65536;")
-    return lo
+    b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};       // hi: SBO 64, layout 1 (128B swizzle)")
+    return d, lo
 
 
-def _desc(self: Emitter, addr: str) -> str:
-    """64-bit wgmma descriptor: K-major, 128B swizzle, SBO 1024 (hopper-ptx.md §4.3)."""
-    d = self.b.reg("b64")
-    self.b(f"mov.b64 {d}, {{{_desc_lo(self, addr)}, {DESC_HI}}};       // hi: SBO 64, layout 1 (128B swizzle)")
-    return d
-
-
-def _desc_step(self: Emitter, d: str, lo_of: dict, step: int) -> str:
-    """The descriptor `step` K steps (of 32 bytes) past `d`."""
+def _desc_step(self: Emitter, d: str, lo: str, step: int) -> str:
+    """The descriptor `step` K steps (of 32 bytes) past `d` (whose low word is `lo`)."""
     b = self.b
     out = b.reg("b64")
     if DESC_LOW_WORD_STEPS:
-        lo = b.reg()
-        b(f"add.u32 {lo}, {lo_of[d]}, {2 * step};")
-        b(f"mov.b64 {out}, {{{lo}, {DESC_HI}}};")
+        low = b.reg()
+        b(f"add.u32 {low}, {lo}, {2 * step};")
+        b(f"mov.b64 {out}, {{{low}, {DESC_HI}}};")
     else:
         b(f"add.s64 {out}, {d}, {2 * step};")
     return out
@@ -76,14 +71,7 @@ def _wgmma(self: Emitter, n: Node) -> None:
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
     a_addr = self.smem_addr(a_ring, ctr)
     b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
-    lo_of = {}
-    if DESC_LOW_WORD_STEPS:
-        da, db = b.reg("b64"), b.reg("b64")
-        lo_of = {da: _desc_lo(self, a_addr), db: _desc_lo(self, self.smem_addr(b_ring, ctr))}
-        for d, lo in lo_of.items():
-            b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};")
-    else:
-        da, db = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
+    (da, lo_a), (db, lo_b) = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
     regs = self.tile(acc)
     if len(regs) != N // 2:
         raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
@@ -94,7 +82,7 @@ def _wgmma(self: Emitter, n: Node) -> None:
         scale_d = 1 if (s > 0 or n.get("scale_d", 1)) else 0
         dA, dB = da, db
         if s:
-            dA, dB = _desc_step(self, da, lo_of, s), _desc_step(self, db, lo_of, s)
+            dA, dB = _desc_step(self, da, lo_a, s), _desc_step(self, db, lo_b, s)
         b(f"wgmma.mma_async.sync.aligned.m64n{N}k{kstep}.f32.{types}.{types} "
           f"{{{', '.join(regs)}}}, {dA}, {dB}, {scale_d}{tail};")
     b("wgmma.commit_group.sync.aligned;")
