@@ -152,7 +152,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
                             ctas_per_sm=int(kw.get("o", 1)), split_reduce="cluster" if kw.get("sr") == "cl" else "global",
                             math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
-                                kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"))
+                                kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"),
+                            stream_k=kw.get("stk") == "1")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     if variant_base in ("floor", "copyB"):    # references for the small-M fixed costs (step 21)

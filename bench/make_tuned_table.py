@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections import defaultdict
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 from fit_model import config_of
@@ -84,7 +84,7 @@ def main():
         if decided is not None and orders[decided[0]] != cfg:   # that file's time is the evidence
             cfg, seconds, src = orders[decided[0]], decided[1], decided[2]
         entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
-                        "config": asdict(cfg), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
+                        "config": cfg.as_dict(), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
                         "configs_timed": len(runs)})
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True) + "\n")

@@ -77,9 +77,8 @@ def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 
         raise RuntimeError(f"autotune: no candidate of {op} m={m} n={n} k={k} computed a correct result")
     seconds, best = min(timed, key=lambda x: x[0])
     if record:
-        from dataclasses import asdict
         tuning.record({"device": props.name, "sms": props.sms, "op": op, "m": m, "n": n, "k": k,
-                       "config": asdict(best), "us": round(seconds * 1e6, 2), "source": "autotune",
+                       "config": best.as_dict(), "us": round(seconds * 1e6, 2), "source": "autotune",
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "timed": {c.kernel_name(): round(t * 1e6, 2) for t, c in timed}})
     return best

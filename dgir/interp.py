@@ -361,7 +361,7 @@ class _Machine:
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
-            Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_RESET: self._split_reset,
+            Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_GATHER: self._split_gather, Op.SPLIT_RESET: self._split_reset,
             Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,
             Op.PARTIAL_PUBLISH: self._partial_publish, Op.PARTIAL_REDUCE: self._partial_reduce,
             Op.PARTIAL_RECLAIM: self._partial_reclaim,
@@ -620,7 +620,7 @@ class _Machine:
             return float(slot[i].float())
         if op is Op.LT:
             a, b = (self._val(t, x) for x in n.args)
-            return a < b
+            return int(a < b)           # an i32 0 / 1, as the emitted selp
         if op in (Op.TILE_M, Op.TILE_N):
             tt, mblocks = (self._int(t, x) for x in n.args)
             G, NB = n.get("group"), n.get("n_blocks")
@@ -1014,7 +1014,7 @@ class _Machine:
             dst[r_lo:r_hi, n0:c_hi] = a[: r_hi - r_lo, : c_hi - n0].to(dst.dtype)
 
     def _split_arrive(self, t: _Task, n: Node):
-        locks, tile = n.args
+        locks, tile = n.args[:2]
         key = (t.region, t.syncs)
         t.syncs += 1
         arr = t.cta.sync_arrivals
@@ -1025,11 +1025,22 @@ class _Machine:
                            lambda: f"split_arrive #{key[1]}: {arr[key]}/{need} warpgroups arrived")
         res = t.cta.split_results
         if key not in res:     # the CTA counts in once
-            L = self.tensors[locks]
-            i = self._int(t, tile)
-            old = int(L[i])
-            L[i] = old + 1
-            res[key] = int(old == n.get("splits") - 1)
+            count = n.get("splits")
+            if len(n.args) == 4:                     # (.., count, skip): run-time count; a whole tile skips
+                if self._int(t, n.args[3]):
+                    res[key] = 1
+                else:
+                    count = self._int(t, n.args[2])
+                    if not 1 <= count <= n.get("splits"):
+                        raise InterpError(f"split_arrive: {count} pieces, the workspace holds {n.get('splits')}")
+            if key not in res:
+                L = self.tensors[locks]
+                i = self._int(t, tile)
+                if not 0 <= i < L.shape[0]:
+                    raise InterpError(f"split_arrive: counter {i} outside %{locks} ({L.shape[0]} counters)")
+                old = int(L[i])
+                L[i] = old + 1
+                res[key] = int(old == count - 1)
         t.env[n.name] = res[key]
 
     def _split_reduce(self, t: _Task, n: Node):
@@ -1045,6 +1056,25 @@ class _Machine:
         for s in range(n.get("splits")):        # slice order, FP32 adds: as the kernel does
             acc = acc + ws[s, r_lo:r_hi, n0:c_hi].float()
         dst[r_lo:r_hi, n0:c_hi] = acc.to(dst.dtype)
+
+    def _split_gather(self, t: _Task, n: Node):
+        acc, W = n.args[:2]
+        a = self._reg(t, acc, "split_gather writes")
+        ws = self.tensors[W]
+        count = self._int(t, n.args[2])
+        if not 1 <= count <= min(n.get("splits"), ws.shape[0]):
+            raise InterpError(f"split_gather of {count} planes: the workspace has {ws.shape[0]} (attr splits "
+                              f"{n.get('splits')})")
+        m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
+        rows = self._rows(t, torch.empty(10**6), "split_gather", n.get("wave"))
+        r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, ws.shape[1])
+        c_hi = min(n0 + a.shape[1], ws.shape[2])
+        a.zero_()              # the kernel's adds start from 0 (rows / columns past D stay 0)
+        if r_hi > r_lo and c_hi > n0:
+            s = torch.zeros((r_hi - r_lo, c_hi - n0), dtype=torch.float32)
+            for p in range(count):       # plane order, FP32 adds: as the kernel does
+                s = s + ws[p, r_lo:r_hi, n0:c_hi].float()
+            a[: r_hi - r_lo, : c_hi - n0] = s
 
     # --- split-K over a cluster: partials exchanged through distributed shared memory ---------
     def _cluster_arrivals(self, t: _Task) -> int:

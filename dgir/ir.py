@@ -103,7 +103,11 @@ class Op(enum.Enum):
     # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)
     SPLIT_STORE = "split_store"    # args: workspace, acc, slice, m0, n0: FP32 partial rows < M
     SPLIT_ARRIVE = "split_arrive"  # -> i32 1 in the CTA that completes the tile; args: counters, tile
+                                   # [, count, skip]: count (else attr splits) pieces complete it; skip
+                                   # != 0: a whole tile, nothing to count, the result is 1
     SPLIT_REDUCE = "split_reduce"  # args: D, workspace, m0, n0: D = bf16(sum over slices 0..S-1)
+    SPLIT_GATHER = "split_gather"  # args: acc, workspace, count, m0, n0: acc = sum over planes 0..count-1
+                                   # (count <= attr splits), in plane order (stream-K's reducer)
     SPLIT_RESET = "split_reset"    # args: counters, tile: zero the counter for the next launch
     STORE_DIRECT = "store_direct"  # args: D, acc, m0, n0: bf16 pairs straight from registers, rows < M
     # split-K over a cluster (split_reduce="cluster"): the tile's K slices are the CTAs of one cluster

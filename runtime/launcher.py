@@ -6,7 +6,7 @@ import threading
 
 from dgir.emitters.ptx import kernel_params
 from dgir.ir import DType, Op
-from dgir.ops.fp8_gemm import kernel_grid
+from dgir.ops.fp8_gemm import kernel_grid, workspace_shapes
 
 from . import driver
 
@@ -90,14 +90,10 @@ class LoadedKernel:
         kernel leaves them at zero."""
         import torch
         out = {}
-        for name, p in self.decls.items():
-            if not p.get("workspace"):
-                continue
-            if p.type.dtype is DType.i32:
-                tiles = -(-m // self.block_m) * self.n_blocks
-                out[name] = torch.zeros(tiles, dtype=torch.int32, device=device)
+        for name, shape in workspace_shapes(self.result.ir, m, kernel_grid(self.grid_attrs, m)).items():
+            if self.decls[name].type.dtype is DType.i32:
+                out[name] = torch.zeros(shape, dtype=torch.int32, device=device)
             else:
-                shape = [m if d == "M" else d for d in p.type.shape]
                 out[name] = torch.empty(shape, dtype=torch.float32, device=device)
         return out
 

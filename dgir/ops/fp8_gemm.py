@@ -34,6 +34,10 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
+LATE_FIELDS = {"stream_k": False}      # Fp8GemmConfig fields left out of key() at their default
+# stream-K: at most this many walkers share one tile's K blocks (the workspace holds one FP32 plane
+# of M x N per piece; the reduction loads every plane of a tile)
+STREAM_K_MAX_PIECES = 4
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,10 @@ class Fp8GemmConfig:
                                  # groups (order_wgmma_issue pass), so one promotes while the other's
                                  # group runs; "pingpong": the turn passes only when the group retired;
                                  # "together": each issues as soon as its operands are ready
+    stream_k: bool = False       # the persistent walk ends in a stream-K region: whole rounds of tiles,
+                                 # then the remaining tiles' K blocks spread evenly over every walker
+                                 # (tiles cut between walkers are summed through a global workspace
+                                 # in a fixed order; see stream_k_walk)
 
     @property
     def math_wgs(self) -> int:
@@ -85,8 +93,14 @@ class Fp8GemmConfig:
     def n_blocks(self) -> int:
         return ceil_div(self.n, self.block_n)
 
+    def as_dict(self) -> dict:
+        """The fields, less those added after the first tables while they hold their default: the
+        keys (dump names, caches) and table entries of the configs that existed before them stay
+        the same."""
+        return {k: v for k, v in asdict(self).items() if not (k in LATE_FIELDS and v == LATE_FIELDS[k])}
+
     def key(self) -> str:
-        return hashlib.sha256(repr(sorted(asdict(self).items())).encode()).hexdigest()[:8]
+        return hashlib.sha256(repr(sorted(self.as_dict().items())).encode()).hexdigest()[:8]
 
     @property
     def k_blocks_per_split(self) -> int:
@@ -102,19 +116,23 @@ class Fp8GemmConfig:
         direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
+        stk = "_stk" if self.stream_k else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
                     multicast: str = "A", ctas_per_sm: int = 1, split_cluster: bool = False,
-                    resident_clusters: int | None = None) -> int:
+                    resident_clusters: int | None = None, stream_k: bool = False) -> int:
     """CTAs of the persistent launch: one per tile up to `ctas_per_sm` per SM; with clusters, whole
     clusters (a cluster walks tiles of the cluster grid, where one cluster tile is `cluster`
     neighbouring tiles along N (multicast of A) or along M (multicast of B)).  With `split_cluster`
     a cluster is the split_k slices of one output tile and walks output tiles, as many clusters as
-    are resident at once (`resident_clusters`, from the occupancy query; else the SM slots)."""
+    are resident at once (`resident_clusters`, from the occupancy query; else the SM slots).  A
+    stream-K walk uses every slot, also when there are fewer tiles than slots (it cuts their K)."""
     m_blocks = ceil_div(max(m, 1), block_m)
+    if stream_k:
+        return cluster * max(1, (num_sms * ctas_per_sm) // cluster)
     if split_cluster:
         slots = resident_clusters or (num_sms * ctas_per_sm) // split_k
         return split_k * max(1, min(m_blocks * n_blocks, slots))
@@ -130,7 +148,55 @@ def kernel_grid(attrs, m: int) -> int:
     get = attrs.get
     return persistent_grid(m, get("block_m"), ceil_div(get("n"), get("block_n")), get("split_k") or 1,
                            get("num_sms"), get("cluster") or 1, get("multicast") or "A", get("ctas_per_sm") or 1,
-                           get("split_reduce") == "cluster", get("resident_clusters"))
+                           get("split_reduce") == "cluster", get("resident_clusters"), bool(get("stream_k")))
+
+
+def walked_tiles(attrs, m: int) -> int:
+    """Tiles of the grid the persistent loop walks (cluster tiles with clusters)."""
+    get = attrs.get
+    C, mc = get("cluster") or 1, get("multicast") or "A"
+    m_blocks, n_blocks = ceil_div(max(m, 1), get("block_m")), ceil_div(get("n"), get("block_n"))
+    if C > 1 and mc == "B":
+        return ceil_div(m_blocks, C) * n_blocks
+    return m_blocks * (n_blocks // C if C > 1 else n_blocks)
+
+
+def stream_k_split(tiles: int, walkers: int, k_blocks: int) -> tuple[int, int, int]:
+    """(whole tiles walked round-robin first, walkers in the stream-K region, K blocks per walker
+    there rounded down) - the host's copy of the arithmetic `lower` emits (stream_k_walk).
+
+    With at least one round of tiles, the stream-K region is the remainder plus one round (so each
+    walker's share is at least one tile's K blocks: a tile is cut at most once, between two
+    walkers); with fewer tiles than walkers, all tiles, spread over at most
+    (STREAM_K_MAX_PIECES - 2) walkers per tile, which bounds the pieces of a tile by
+    STREAM_K_MAX_PIECES when a tile has >= 4 K blocks."""
+    rem = tiles % walkers
+    dp = 0 if tiles < walkers else (tiles - rem - (walkers if rem else 0))
+    t_sk = tiles - dp
+    g_sk = min(walkers, t_sk * (STREAM_K_MAX_PIECES - 2))
+    return dp, g_sk, (t_sk * k_blocks) // max(g_sk, 1)
+
+
+def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
+    """Shapes of the kernel's workspace params (split-K / stream-K partials, tile counters) for a
+    launch with M = m over `grid` CTAs: "P" (stream-K pieces per tile), "TILES" (counters: every
+    CTA tile a cluster tile may hold, also one past an odd last m block) and "M" resolved."""
+    attrs = dict(kernel.attrs)
+    C = attrs.get("cluster") or 1
+    walkers = grid // C if attrs.get("split_reduce") != "cluster" else grid
+    sizes = {"M": m, "P": stream_k_pieces(attrs, m, walkers) if attrs.get("stream_k") else 1,
+             "TILES": (ceil_div(max(m, 1), attrs["block_m"]) + C) * ceil_div(attrs["n"], attrs["block_n"])}
+    return {p.name: tuple(sizes.get(d, d) for d in p.type.shape)
+            for p in kernel.body if p.op is Op.PARAM and p.get("workspace")}
+
+
+def stream_k_pieces(attrs, m: int, walkers: int) -> int:
+    """Most walkers one tile's K blocks are cut between (the workspace's planes; >= 1)."""
+    kb = ceil_div(attrs.get("k"), BLOCK_K)
+    dp, g_sk, q = stream_k_split(walked_tiles(attrs, m), walkers, kb)
+    if g_sk == 0 or q == 0:
+        return 1
+    return min(STREAM_K_MAX_PIECES, ceil_div(kb - 1, q) + 1)
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -329,6 +395,12 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                           f"that must be whole 8-row swizzle atoms")
         if cfg.num_sms % cfg.cluster:
             raise OpError(f"fp8_gemm_nt: cluster={cfg.cluster} needs num_sms divisible by it, got {cfg.num_sms}")
+    if cfg.stream_k:
+        if cfg.split_k > 1 or cfg.epilogue != "tma":
+            raise OpError("fp8_gemm_nt: stream_k cuts tiles by itself: it needs split_k=1 and the tma epilogue")
+        if cfg.k_blocks < STREAM_K_MAX_PIECES:
+            raise OpError(f"fp8_gemm_nt: stream_k needs K >= {STREAM_K_MAX_PIECES * BLOCK_K} "
+                          f"({STREAM_K_MAX_PIECES} K blocks), got K={cfg.k}")
     if cfg.split_reduce not in ("global", "cluster"):
         raise OpError(f"fp8_gemm_nt: split_reduce must be 'global' or 'cluster', got {cfg.split_reduce!r}")
     if cfg.split_cluster:
@@ -373,10 +445,13 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=box, swizzle=swz)
     else:         # written by the reducing CTA with plain stores
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor")
-    if SK > 1 and not XC:
+    STK = cfg.stream_k
+    if (SK > 1 and not XC) or STK:
         # split-K: FP32 partials per K slice, and one arrival counter per output tile (zero between
-        # launches: the CTA that reduces a tile resets its counter)
-        decl.emit(Op.PARAM, "W", type=Type(DType.f32, (SK, "M", cfg.n)), layout="rowmajor", workspace=True)
+        # launches: the CTA that reduces a tile resets its counter).  Stream-K: one plane per piece
+        # of a cut tile ("P": as many as the launch's split needs, stream_k_pieces)
+        decl.emit(Op.PARAM, "W", type=Type(DType.f32, ("P" if STK else SK, "M", cfg.n)), layout="rowmajor",
+                  workspace=True)
         decl.emit(Op.PARAM, "LOCKS", type=Type(DType.i32, ("TILES",)), layout="rowmajor", workspace=True)
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
@@ -387,6 +462,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     swizzled_d = BN % 64 == 0
     if tma_epilogue:
         decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
+        if STK:   # a cut tile's pieces count in like split-K slices
+            decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))
     elif XC:   # the receive buffer: from each of the SK CTAs, this rank's share of the tile's fragment
         # pairs (one float2 per pair slot and thread); ready / free barriers in allocate_smem
         slots = ceil_div(BN // 4, SK)
@@ -431,6 +508,81 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     KBS = cfg.k_blocks_per_split
 
+    def sel(b: Builder, c, x, y, name: str):
+        """c ? x : y for c in {0, 1}, in the IR's integer ops (no select op: y + c * (x - y))."""
+        return b.scalar(Op.ADD, name, y, b.scalar(Op.MUL, name + "_c", c, b.scalar(Op.SUB, name + "_d", x, y)))
+
+    def stream_k_walk(b: Builder):
+        """The walker's segments (stream_k).  Tiles t of the walked grid, G walkers:
+            D  = whole rounds walked round-robin (t = walker + j * G, all K blocks): the tiles past
+                 the last full round less one, so that the stream-K region holds >= G tiles;
+                 with fewer tiles than walkers, none
+            the other T - D tiles' K blocks, numbered u = (t - D) * KBS + kb, are split into equal
+                 contiguous ranges [u0, u1) over G_sk = min(G, 2 (T - D)) walkers (a tile is cut
+                 between at most STREAM_K_MAX_PIECES of them)
+        so a walker's segments are its D / G whole tiles, then the tiles its range touches.  The
+        ring counter runs on over both (dp * KBS + u - u0).  Returns the values the segment loop
+        needs (segment_coords)."""
+        clustered = CL > 1
+        bid = b.scalar(Op.SREG, "bid", which="cluster_id" if clustered else "block_id")
+        G = b.scalar(Op.SREG, "gsz", which="cluster_count" if clustered else "grid_size")
+        M = b.scalar(Op.DIM, "M", "A", axis=0)
+        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
+        T = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks)
+        rem = b.scalar(Op.MOD, "rem", T, G)
+        has_rem = b.scalar(Op.LT, "has_rem", 0, rem)
+        d_any = b.scalar(Op.SUB, "d_any", b.scalar(Op.SUB, "t_less_rem", T, rem), b.scalar(Op.MUL, "rem_round", has_rem, G))
+        D = b.scalar(Op.MUL, "dp_tiles", b.scalar(Op.SUB, "one_round", 1, b.scalar(Op.LT, "few", T, G)), d_any)
+        dp = b.scalar(Op.DIV, "dp_rounds", D, G)
+        t_sk = b.scalar(Op.SUB, "sk_tiles", T, D)
+        g_sk = b.scalar(Op.MIN, "sk_walkers", G, b.scalar(Op.MUL, "sk_cap", t_sk, STREAM_K_MAX_PIECES - 2))
+        g_div = b.scalar(Op.ADD, "sk_div", g_sk, b.scalar(Op.LT, "no_sk", g_sk, 1))
+        i_sk = b.scalar(Op.MUL, "sk_blocks", t_sk, KBS)
+        q = b.scalar(Op.DIV, "q", i_sk, g_div)
+        r = b.scalar(Op.MOD, "r", i_sk, g_div)
+        active = b.scalar(Op.LT, "sk_active", bid, g_sk)
+        u0a = b.scalar(Op.ADD, "u0_all", b.scalar(Op.MUL, "u0_q", bid, q), b.scalar(Op.MIN, "u0_r", bid, r))
+        u1a = b.scalar(Op.ADD, "u1_all", b.scalar(Op.ADD, "u1_q", u0a, q), b.scalar(Op.LT, "u1_r", bid, r))
+        u0 = b.scalar(Op.MUL, "u0", active, u0a)
+        u1 = b.scalar(Op.MUL, "u1", active, u1a)
+        first = b.scalar(Op.DIV, "sk_first", u0, KBS)
+        n_sk = b.scalar(Op.SUB, "sk_segments", b.scalar(Op.CEILDIV, "sk_end", u1, KBS), first)
+        segs = b.scalar(Op.ADD, "segments", dp, n_sk)
+        q1 = b.scalar(Op.ADD, "q1", q, 1)
+        qd = b.scalar(Op.ADD, "qd", q, b.scalar(Op.LT, "q0", q, 1))
+        thr = b.scalar(Op.MUL, "long_end", r, q1)        # the first r walkers take q + 1 blocks
+        fills = b.scalar(Op.ADD, "fills", b.scalar(Op.MUL, "dp_fills", dp, KBS), b.scalar(Op.SUB, "sk_fills", u1, u0))
+        return dict(bid=bid, G=G, mblocks=mblocks, D=D, dp=dp, u0=u0, u1=u1, first=first, segs=segs, r=r,
+                    q1=q1, qd=qd, thr=thr, fills=fills)
+
+    def segment_coords(b: Builder, j, w: dict):
+        """(ring counter base, first and end K block, output tile, full, piece, pieces) of segment j."""
+        is_sk = b.scalar(Op.SUB, "is_sk", 1, b.scalar(Op.LT, "is_dp", j, w["dp"]))
+        tsk = b.scalar(Op.ADD, "tsk", w["first"], b.scalar(Op.SUB, "s", j, w["dp"]))
+        t = sel(b, is_sk, b.scalar(Op.ADD, "t_sk", w["D"], tsk),
+                b.scalar(Op.ADD, "t_dp", w["bid"], b.scalar(Op.MUL, "t_off", j, w["G"])), "t")
+        lo = b.scalar(Op.MUL, "seg_lo", tsk, KBS)
+        lo_min = b.scalar(Op.MIN, "lo_min", w["u0"], lo)          # max(u0, lo) = u0 + lo - min(u0, lo)
+        kb0_sk = b.scalar(Op.SUB, "kb0_sk", w["u0"], lo_min)
+        kb1_sk = b.scalar(Op.SUB, "kb1_sk", b.scalar(Op.MIN, "hi", w["u1"], b.scalar(Op.ADD, "seg_hi", lo, KBS)), lo)
+        kb0 = b.scalar(Op.MUL, "kb_first", is_sk, kb0_sk)
+        kb1 = sel(b, is_sk, kb1_sk, KBS, "kb_end")
+        base = sel(b, is_sk, b.scalar(Op.SUB, "sk_base", b.scalar(Op.ADD, "sk_base0", b.scalar(Op.MUL, "dp_base", w["dp"], KBS), lo), w["u0"]),
+                   b.scalar(Op.MUL, "kb_base", j, KBS), "ctr_base")
+        full = b.scalar(Op.MUL, "full", b.scalar(Op.LT, "from_0", kb0, 1),
+                        b.scalar(Op.SUB, "to_end", 1, b.scalar(Op.LT, "short", kb1, KBS)))
+
+        def owner(u, name):       # the walker whose range holds stream-K block u
+            lt = b.scalar(Op.LT, name + "_long", u, w["thr"])
+            a = b.scalar(Op.DIV, name + "_a", u, w["q1"])
+            c = b.scalar(Op.ADD, name + "_b", w["r"], b.scalar(Op.DIV, name + "_bq", b.scalar(Op.SUB, name + "_bu", u, w["thr"]), w["qd"]))
+            return sel(b, lt, a, c, name)
+        first_owner = owner(lo, "own_lo")
+        last_owner = owner(b.scalar(Op.ADD, "seg_last", lo, KBS - 1), "own_hi")
+        piece = b.scalar(Op.SUB, "piece", w["bid"], first_owner)
+        pieces = b.scalar(Op.ADD, "pieces", b.scalar(Op.SUB, "own_span", last_owner, first_owner), 1)
+        return base, kb0, kb1, t, full, piece, pieces
+
     def tile_coords(b: Builder, li, bid, gsz, mblocks):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
         walker's tile number li."""
@@ -444,6 +596,12 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             mn = b.scalar(Op.DIV, "mn", t, SK)
             split = b.scalar(Op.MOD, "split", t, SK)
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
+        m0, n0 = tile_origin(b, mn, mblocks)
+        return base, m0, n0, mn, split, kb0
+
+    def tile_origin(b: Builder, mn, mblocks):
+        """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
+        CL neighbouring tiles, this CTA's by its rank)."""
         group = cfg.swizzle_group // CL if pair_m else cfg.swizzle_group
         mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
         nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
@@ -455,14 +613,35 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
-        return base, m0, n0, mn, split, kb0
+        return m0, n0
+
+    def walk(b: Builder, role: str):
+        """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop
+        of the plain walk (one segment = one tile, or one K slice of a split tile), or the stream-K
+        walk."""
+        if STK:
+            w = stream_k_walk(b)
+
+            def coords(li):
+                base, k_first, k_end, t, full, piece, pieces = segment_coords(b, li, w)
+                m0, n0 = tile_origin(b, t, w["mblocks"])
+                return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
+                            full=full, piece=piece, pieces=pieces)
+            return w["segs"], coords, lambda: w["fills"]
+        bid, gsz, mblocks, mine = tile_loop(b, role)
+
+        def coords(li):
+            base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
+            return dict(base=base, m0=m0, n0=n0, mn=mn, split=split, kb0=kb0, k_first=0, k_end=KBS)
+        return mine, coords, lambda: b.scalar(Op.MUL, "fills", mine, KBS)
 
     # --- producer: one elected thread of the last warpgroup issues every TMA load -------------
     b = Builder(role="load")
-    bid, gsz, mblocks, mine = tile_loop(b, "load")
+    mine, coords, fills = walk(b, "load")
     with b.region(Op.FOR, "li", 0, mine, 1) as li:
-        base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
-        with b.region(Op.FOR, "kbl", 0, KBS, 1) as kbl:
+        c = coords(li)
+        base, m0, n0, kb0 = c["base"], c["m0"], c["n0"], c["kb0"]
+        with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             k0 = b.scalar(Op.MUL, "k0", kb, BLOCK_K)
@@ -474,20 +653,24 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     if CL > 1:
         # the peer CTA arrives on this CTA's empty barriers until it has released its last slot:
         # wait for every release before the CTA may exit
-        b.emit(Op.DRAIN, "", "ab", b.scalar(Op.MUL, "fills", mine, KBS))
+        b.emit(Op.DRAIN, "", "ab", fills())
     producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, b.nodes())
 
     # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
     b = Builder(role="mma")
-    bid, gsz, mblocks, mine = tile_loop(b, "mma")
-    with b.region(Op.FOR, "li", 0, mine, 1) as li:
-        base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
+    mine, coords, _ = walk(b, "mma")
+    # stream-K segments end in one of two epilogues (whole tile or a cut one's piece): the
+    # overlap_epilogue rewrite, which assumes one, does not apply
+    loop_attrs = {"overlap_epilogue": "skipped: stream-K segments end in two kinds of epilogue"} if STK else {}
+    with b.region(Op.FOR, "li", 0, mine, 1, **loop_attrs) as li:
+        c = coords(li)
+        base, m0, n0, mn, split, kb0 = c["base"], c["m0"], c["n0"], c["mn"], c["split"], c["kb0"]
         # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
         sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
         for acc in accs:
             b.emit(Op.ZERO, "", acc)
-        with b.region(Op.FOR, "kbl", 0, KBS, 1) as kbl:
+        with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             sb0 = b.emit(Op.LOAD_SCALE, "sb0", "SFB", sb_row0, kb, type=Type(DType.f32))
@@ -517,6 +700,27 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 for w in range(W):
                     b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=SK, n=BN)
                 b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
+        elif STK:
+            # stream-K: a whole tile is stored at once; a cut tile's pieces go to the workspace and
+            # count in, and the walker that brings the count to `pieces` sums them in piece order
+            # (the same bits whoever that is) into its accumulators and stores the tile
+            full, piece, pieces = c["full"], c["piece"], c["pieces"]
+            lock = mn
+            if CL > 1:       # every CTA of a cluster tile has its own output tile
+                lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL),
+                                b.scalar(Op.SREG, "lock_rank", which="cluster_rank"))
+            with b.region(Op.IF, "", full, negate=True, role="store"):
+                for w, acc in enumerate(accs):
+                    b.emit(Op.SPLIT_STORE, "", "W", acc, piece, m0, n0, role="store", wave=wave(w))
+            last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, full, type=Type(DType.i32),
+                          splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
+            with b.region(Op.IF, "", last, role="store"):
+                with b.region(Op.IF, "", full, negate=True, role="store"):
+                    for w, acc in enumerate(accs):
+                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, m0, n0, role="store", wave=wave(w),
+                               splits=STREAM_K_MAX_PIECES)
+                    b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
+                _tma_epilogue(b, accs, W, wave, n0, m0)
         elif tma_epilogue:
             _tma_epilogue(b, accs, W, wave, n0, m0)
         else:
@@ -537,6 +741,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs.update(cluster=CL, multicast=cfg.multicast)
     if XC:
         attrs.update(cluster=SK, split_reduce="cluster")
+    if STK:
+        attrs["stream_k"] = True
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

@@ -183,7 +183,7 @@ def _store_bf16_pair(self: Emitter, base: str, N: int, r, col, lo: str, hi: str,
 
 def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
     """(address of the tile's arrival counter, label after the block) - only CTA thread 0 goes on."""
-    locks, tile = n.args
+    locks, tile = n.args[:2]
     b = self.b
     skip = b.label(label)
     lead = b.reg("pred")
@@ -198,20 +198,32 @@ def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
 
 def _split_arrive(self: Emitter, n: Node) -> None:
     b = self.b
-    S = n.get("splits")
     flag = self.smem_addr(n.get("flag"))
     nthreads = 128 * self.n_wgs
     b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
     ptr, skip = _counter_of_tile(self, n, "split_arrive_done")
     old, last = b.reg(), b.reg()
+    publish = None
+    if len(n.args) == 4:          # (counters, tile, count, skip): a run-time piece count; whole tiles skip
+        publish = b.label("split_arrive_publish")
+        b(f"mov.u32 {last}, 1;")
+        whole = b.reg("pred")
+        b(f"setp.ne.u32 {whole}, {self.val(n.args[3])}, 0;")
+        b(f"@{whole} bra {publish};")
+        final = b.reg()
+        b(f"sub.u32 {final}, {self.val(n.args[2])}, 1;")
+    else:
+        final = n.get("splits") - 1
     # the release half publishes every partial the bar.sync above ordered before it (cumulativity:
     # CUTLASS's semaphore is this pattern); the acquire half, with the bar.sync below, makes the
     # other CTAs' partials visible to the reducing threads.  No separate fence.acq_rel.gpu: each
     # one waited for the CTA's stores to reach L2 (bench/TUNING.md step 21)
     b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
     p = b.reg("pred")
-    b(f"setp.eq.u32 {p}, {old}, {S - 1};")
+    b(f"setp.eq.u32 {p}, {old}, {final};")
     b(f"selp.u32 {last}, 1, 0, {p};")
+    if publish:
+        b.put_label(publish)
     b(f"st.shared.u32 [{flag}], {last};")
     b.put_label(skip)
     b(f"bar.sync 15, {nthreads};")
@@ -264,6 +276,62 @@ def _split_reduce(self: Emitter, n: Node) -> None:
             loaded.append(xy)
         for (r, col, ok), xy in zip(group, loaded):
             _store_bf16_pair(self, dptr, N, r, col, *ordered_sum(b, xy), ok)
+
+
+# Registers a thread may hold for planes in flight in split_gather: the accumulators stay live
+GATHER_INFLIGHT_REGS = 48
+
+
+def _split_gather(self: Emitter, n: Node) -> None:
+    """acc = sum over planes 0..count-1 of the tile's FP32 pieces in the workspace, in plane order
+    (count <= attr splits, known at run time): every present plane's load is issued before the
+    first add, and the adds of absent planes are predicated off, so the sum has the bits of
+    ordered_sum over exactly `count` planes whoever gathers."""
+    acc, W, count = n.args[:3]
+    b = self.b
+    A = self.tile(acc)
+    S = n.get("splits")
+    base = _global_ptr(self, W)
+    M = b.reg()
+    b(f"ld.param.u32 {M}, [dim_M];")
+    N = self.k.get("n")
+    plane_bytes = b.reg("b64")
+    b(f"mul.wide.u32 {plane_bytes}, {M}, {4 * N};")
+    present = []
+    for s in range(S):
+        p = b.reg("pred")
+        b(f"setp.lt.u32 {p}, {s}, {self.val(count)};")
+        present.append(p)
+    pairs = []
+    _for_each_pair(self, n, 2 * len(A), lambda j, half, r, col, ok: pairs.append((4 * j + 2 * half, r, col, ok)))
+    chunk = max(1, GATHER_INFLIGHT_REGS // (2 * S))
+    for at in range(0, len(pairs), chunk):
+        group = pairs[at:at + chunk]
+        loaded = []
+        for v, r, col, ok in group:
+            idx, off, addr = b.reg(), b.reg("b64"), b.reg("b64")
+            b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+            b(f"mul.wide.u32 {off}, {idx}, 4;")
+            b(f"add.s64 {addr}, {base}, {off};")
+            xy = []
+            for s in range(S):
+                px, py, q = b.reg("f32"), b.reg("f32"), b.reg("pred")
+                b(f"mov.f32 {px}, 0f00000000;")
+                b(f"mov.f32 {py}, 0f00000000;")
+                b(f"and.pred {q}, {ok}, {present[s]};")
+                b(f"@{q} ld.global.cg.v2.f32 {{{px}, {py}}}, [{addr}];")
+                xy.append((px, py))
+                if s + 1 < S:
+                    nxt = b.reg("b64")
+                    b(f"add.s64 {nxt}, {addr}, {plane_bytes};")
+                    addr = nxt
+            loaded.append(xy)
+        for (v, r, col, ok), xy in zip(group, loaded):
+            b(f"mov.f32 {A[v]}, 0f00000000;")
+            b(f"mov.f32 {A[v + 1]}, 0f00000000;")
+            for s, (x, y) in enumerate(xy):
+                b(f"@{present[s]} add.rn.f32 {A[v]}, {A[v]}, {x};")
+                b(f"@{present[s]} add.rn.f32 {A[v + 1]}, {A[v + 1]}, {y};")
 
 
 def ordered_sum(b, pairs) -> tuple[str, str]:
