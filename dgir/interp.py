@@ -361,7 +361,7 @@ class _Machine:
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
-            Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_GATHER: self._split_gather, Op.SPLIT_RESET: self._split_reset,
+            Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_GATHER: self._split_gather, Op.SPLIT_PEEK: self._split_peek, Op.SPLIT_RESET: self._split_reset,
             Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,
             Op.PARTIAL_PUBLISH: self._partial_publish, Op.PARTIAL_REDUCE: self._partial_reduce,
             Op.PARTIAL_RECLAIM: self._partial_reclaim,
@@ -1015,6 +1015,29 @@ class _Machine:
 
     def _split_arrive(self, t: _Task, n: Node):
         locks, tile = n.args[:2]
+        count = n.get("splits")
+        if len(n.args) == 4:                 # (.., count, skip): run-time count; skip: 1 at once, no barrier
+            if self._int(t, n.args[3]):
+                t.env[n.name] = 1
+                return
+            count = self._int(t, n.args[2])
+            if not 1 <= count <= n.get("splits"):
+                raise InterpError(f"split_arrive: {count} pieces, the workspace holds {n.get('splits')}")
+
+        def arrive(L, i):
+            old = int(L[i])
+            L[i] = old + 1
+            return int(old == count - 1)
+        yield from self._leader_decides(t, n, "split_arrive", arrive)
+
+    def _split_peek(self, t: _Task, n: Node):
+        count = self._int(t, n.args[2])
+        yield from self._leader_decides(t, n, "split_peek", lambda L, i: int(int(L[i]) == count - 1))
+
+    def _leader_decides(self, t: _Task, n: Node, what: str, decide):
+        """A CTA-wide barrier of the math warpgroups, then one decision from the tile's counter,
+        the same for every warpgroup of the CTA."""
+        locks, tile = n.args[:2]
         key = (t.region, t.syncs)
         t.syncs += 1
         arr = t.cta.sync_arrivals
@@ -1022,25 +1045,14 @@ class _Machine:
         need = len(self.regions[t.region].get("ids", ()))
         if arr[key] < need:    # a CTA-wide barrier: every partial of the CTA is stored first
             yield _Blocker(lambda: arr[key] >= need,
-                           lambda: f"split_arrive #{key[1]}: {arr[key]}/{need} warpgroups arrived")
+                           lambda: f"{what} #{key[1]}: {arr[key]}/{need} warpgroups arrived")
         res = t.cta.split_results
-        if key not in res:     # the CTA counts in once
-            count = n.get("splits")
-            if len(n.args) == 4:                     # (.., count, skip): run-time count; a whole tile skips
-                if self._int(t, n.args[3]):
-                    res[key] = 1
-                else:
-                    count = self._int(t, n.args[2])
-                    if not 1 <= count <= n.get("splits"):
-                        raise InterpError(f"split_arrive: {count} pieces, the workspace holds {n.get('splits')}")
-            if key not in res:
-                L = self.tensors[locks]
-                i = self._int(t, tile)
-                if not 0 <= i < L.shape[0]:
-                    raise InterpError(f"split_arrive: counter {i} outside %{locks} ({L.shape[0]} counters)")
-                old = int(L[i])
-                L[i] = old + 1
-                res[key] = int(old == count - 1)
+        if key not in res:     # the CTA decides once
+            L = self.tensors[locks]
+            i = self._int(t, tile)
+            if not 0 <= i < L.shape[0]:
+                raise InterpError(f"{what}: counter {i} outside %{locks} ({L.shape[0]} counters)")
+            res[key] = decide(L, i)
         t.env[n.name] = res[key]
 
     def _split_reduce(self, t: _Task, n: Node):
@@ -1061,20 +1073,23 @@ class _Machine:
         acc, W = n.args[:2]
         a = self._reg(t, acc, "split_gather writes")
         ws = self.tensors[W]
-        count = self._int(t, n.args[2])
+        count, own = self._int(t, n.args[2]), self._int(t, n.args[3])
         if not 1 <= count <= min(n.get("splits"), ws.shape[0]):
-            raise InterpError(f"split_gather of {count} planes: the workspace has {ws.shape[0]} (attr splits "
-                              f"{n.get('splits')})")
-        m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
+            raise InterpError(f"split_gather of {count} pieces: the workspace has {ws.shape[0]} planes (attr "
+                              f"splits {n.get('splits')})")
+        m0, n0 = self._int(t, n.args[4]), self._int(t, n.args[5])
         rows = self._rows(t, torch.empty(10**6), "split_gather", n.get("wave"))
         r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, ws.shape[1])
         c_hi = min(n0 + a.shape[1], ws.shape[2])
-        a.zero_()              # the kernel's adds start from 0 (rows / columns past D stay 0)
-        if r_hi > r_lo and c_hi > n0:
-            s = torch.zeros((r_hi - r_lo, c_hi - n0), dtype=torch.float32)
-            for p in range(count):       # plane order, FP32 adds: as the kernel does
-                s = s + ws[p, r_lo:r_hi, n0:c_hi].float()
-            a[: r_hi - r_lo, : c_hi - n0] = s
+        total = torch.zeros_like(a)
+        for p in range(count):           # piece order, FP32 adds from 0: as the kernel does
+            piece = a.clone()
+            if p != own:                 # the others' pieces from the workspace (rows / columns past D: 0)
+                piece.zero_()
+                if r_hi > r_lo and c_hi > n0:
+                    piece[: r_hi - r_lo, : c_hi - n0] = ws[p, r_lo:r_hi, n0:c_hi].float()
+            total = total + piece
+        a.copy_(total)
 
     # --- split-K over a cluster: partials exchanged through distributed shared memory ---------
     def _cluster_arrivals(self, t: _Task) -> int:

@@ -12,12 +12,12 @@ ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCA
            Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
            Op.PROMOTE: "mma", Op.SMEM_READ: "mma",
            Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store",
-           Op.SPLIT_STORE: "store", Op.SPLIT_ARRIVE: "store", Op.SPLIT_REDUCE: "store", Op.SPLIT_GATHER: "store", Op.SPLIT_RESET: "store",
+           Op.SPLIT_STORE: "store", Op.SPLIT_ARRIVE: "store", Op.SPLIT_REDUCE: "store", Op.SPLIT_GATHER: "store", Op.SPLIT_PEEK: "store", Op.SPLIT_RESET: "store",
            Op.STORE_DIRECT: "store", Op.PARTIAL_PUBLISH: "store", Op.PARTIAL_REDUCE: "store", Op.PARTIAL_RECLAIM: "store"}
 ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.STAGE_SCALE: 7, Op.SMEM_SCALAR: 3, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
          Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
          Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
-         Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 5, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
+         Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 6, Op.SPLIT_PEEK: 3, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
          Op.TIMESTAMP: 1, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
 
 

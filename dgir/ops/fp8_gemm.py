@@ -481,6 +481,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64, BN)))
     for name in sfas:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64,)))
+
     # wave w of math warpgroup g owns rows 64 * (w * math_wgs + g) of the tile
     wave = (lambda w: w) if W > 1 else (lambda w: None)
 
@@ -571,17 +572,23 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                    b.scalar(Op.MUL, "kb_base", j, KBS), "ctr_base")
         full = b.scalar(Op.MUL, "full", b.scalar(Op.LT, "from_0", kb0, 1),
                         b.scalar(Op.SUB, "to_end", 1, b.scalar(Op.LT, "short", kb1, KBS)))
+        return base, kb0, kb1, t, full, lo
 
-        def owner(u, name):       # the walker whose range holds stream-K block u
-            lt = b.scalar(Op.LT, name + "_long", u, w["thr"])
+    def tile_pieces(b: Builder, lo, w: dict):
+        """(this walker's piece, pieces) of the cut stream-K tile whose first block is `lo`: the
+        walkers whose ranges hold its first and last block bound them (run-time divisions: once per
+        cut tile)."""
+        def owner(u, name):
+            lt = b.scalar(Op.LT, name + "_long", u, w["thr"])       # the first r walkers take q + 1
             a = b.scalar(Op.DIV, name + "_a", u, w["q1"])
-            c = b.scalar(Op.ADD, name + "_b", w["r"], b.scalar(Op.DIV, name + "_bq", b.scalar(Op.SUB, name + "_bu", u, w["thr"]), w["qd"]))
+            c = b.scalar(Op.ADD, name + "_b", w["r"],
+                         b.scalar(Op.DIV, name + "_bq", b.scalar(Op.SUB, name + "_bu", u, w["thr"]), w["qd"]))
             return sel(b, lt, a, c, name)
         first_owner = owner(lo, "own_lo")
         last_owner = owner(b.scalar(Op.ADD, "seg_last", lo, KBS - 1), "own_hi")
         piece = b.scalar(Op.SUB, "piece", w["bid"], first_owner)
         pieces = b.scalar(Op.ADD, "pieces", b.scalar(Op.SUB, "own_span", last_owner, first_owner), 1)
-        return base, kb0, kb1, t, full, piece, pieces
+        return piece, pieces
 
     def tile_coords(b: Builder, li, bid, gsz, mblocks):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
@@ -623,10 +630,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             w = stream_k_walk(b)
 
             def coords(li):
-                base, k_first, k_end, t, full, piece, pieces = segment_coords(b, li, w)
+                base, k_first, k_end, t, full, lo = segment_coords(b, li, w)
                 m0, n0 = tile_origin(b, t, w["mblocks"])
                 return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
-                            full=full, piece=piece, pieces=pieces)
+                            full=full, pieces_of=lambda: tile_pieces(b, lo, w))
             return w["segs"], coords, lambda: w["fills"]
         bid, gsz, mblocks, mine = tile_loop(b, role)
 
@@ -701,26 +708,31 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                     b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=SK, n=BN)
                 b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
         elif STK:
-            # stream-K: a whole tile is stored at once; a cut tile's pieces go to the workspace and
-            # count in, and the walker that brings the count to `pieces` sums them in piece order
-            # (the same bits whoever that is) into its accumulators and stores the tile
-            full, piece, pieces = c["full"], c["piece"], c["pieces"]
-            lock = mn
-            if CL > 1:       # every CTA of a cluster tile has its own output tile
-                lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL),
-                                b.scalar(Op.SREG, "lock_rank", which="cluster_rank"))
-            with b.region(Op.IF, "", full, negate=True, role="store"):
-                for w, acc in enumerate(accs):
-                    b.emit(Op.SPLIT_STORE, "", "W", acc, piece, m0, n0, role="store", wave=wave(w))
-            last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, full, type=Type(DType.i32),
-                          splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
-            with b.region(Op.IF, "", last, role="store"):
-                with b.region(Op.IF, "", full, negate=True, role="store"):
-                    for w, acc in enumerate(accs):
-                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, m0, n0, role="store", wave=wave(w),
-                               splits=STREAM_K_MAX_PIECES)
-                    b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
+            # stream-K: a whole tile is stored at once.  A cut tile's pieces count in; the walker
+            # that completes the count sums the pieces in piece order (the same bits whoever that
+            # is: its own piece from its registers, the others' from the workspace) and stores the
+            # tile.  A walker that finds the others already in completes it without storing its own
+            with b.region(Op.IF, "", c["full"], role="store"):
                 _tma_epilogue(b, accs, W, wave, n0, m0)
+            with b.region(Op.IF, "", c["full"], negate=True, role="store"):
+                piece, pieces = c["pieces_of"]()
+                lock = mn
+                if CL > 1:       # every CTA of a cluster tile has its own output tile
+                    lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL),
+                                    b.scalar(Op.SREG, "lock_rank", which="cluster_rank"))
+                others = b.emit(Op.SPLIT_PEEK, "others_in", "LOCKS", lock, pieces, type=Type(DType.i32),
+                                splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
+                with b.region(Op.IF, "", others, negate=True, role="store"):
+                    for w, acc in enumerate(accs):
+                        b.emit(Op.SPLIT_STORE, "", "W", acc, piece, m0, n0, role="store", wave=wave(w))
+                last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, others, type=Type(DType.i32),
+                              splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
+                with b.region(Op.IF, "", last, role="store"):
+                    for w, acc in enumerate(accs):
+                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, m0, n0, role="store",
+                               wave=wave(w), splits=STREAM_K_MAX_PIECES)
+                    b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
+                    _tma_epilogue(b, accs, W, wave, n0, m0)
         elif tma_epilogue:
             _tma_epilogue(b, accs, W, wave, n0, m0)
         else:

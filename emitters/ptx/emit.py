@@ -12,7 +12,7 @@ from dgir.ir import SCALAR_OPS, Node, Op, async_filled_rings, tma_filled_rings
 from .arith import emit_udiv, emit_urem
 from .builder import PtxBuilder
 from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _wait
-from .epilogue import (_split_arrive, _split_gather, _split_reduce, _split_reset, _split_store, _stage_out,
+from .epilogue import (_split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store, _stage_out,
                        _store_direct, _sync, _tma_store, _tma_store_wait)
 from .errors import EmitError
 from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
@@ -336,7 +336,7 @@ EMIT.update({Op.FOR: _for, Op.IF: _if,
              Op.PROMOTE: _promote, Op.SCALE: _scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
-             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_GATHER: _split_gather, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp,
+             Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_GATHER: _split_gather, Op.SPLIT_PEEK: _split_peek, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp,
              Op.PARTIAL_PUBLISH: _partial_publish, Op.PARTIAL_REDUCE: _partial_reduce,
              Op.PARTIAL_RECLAIM: _partial_reclaim})
 

@@ -197,39 +197,66 @@ def _counter_of_tile(self: Emitter, n: Node, label: str) -> tuple[str, str]:
 
 
 def _split_arrive(self: Emitter, n: Node) -> None:
+    """Count this CTA's piece in; 1 (uniform over the CTA) when it completes the tile.  With
+    (counters, tile, count, skip): a run-time count, and skip != 0 (uniform) returns 1 at once."""
     b = self.b
-    flag = self.smem_addr(n.get("flag"))
-    nthreads = 128 * self.n_wgs
-    b(f"bar.sync 15, {nthreads};                 // every partial of this CTA is stored")
-    ptr, skip = _counter_of_tile(self, n, "split_arrive_done")
-    old, last = b.reg(), b.reg()
-    publish = None
-    if len(n.args) == 4:          # (counters, tile, count, skip): a run-time piece count; whole tiles skip
-        publish = b.label("split_arrive_publish")
-        b(f"mov.u32 {last}, 1;")
+    d = done = None
+    if len(n.args) == 4:
+        d, done = b.reg(), b.label("split_arrive_skipped")
+        b(f"mov.u32 {d}, 1;")
         whole = b.reg("pred")
         b(f"setp.ne.u32 {whole}, {self.val(n.args[3])}, 0;")
-        b(f"@{whole} bra {publish};")
+        b(f"@{whole} bra.uni {done};")
         final = b.reg()
         b(f"sub.u32 {final}, {self.val(n.args[2])}, 1;")
     else:
         final = n.get("splits") - 1
-    # the release half publishes every partial the bar.sync above ordered before it (cumulativity:
-    # CUTLASS's semaphore is this pattern); the acquire half, with the bar.sync below, makes the
-    # other CTAs' partials visible to the reducing threads.  No separate fence.acq_rel.gpu: each
-    # one waited for the CTA's stores to reach L2 (bench/TUNING.md step 21)
-    b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
-    p = b.reg("pred")
-    b(f"setp.eq.u32 {p}, {old}, {final};")
-    b(f"selp.u32 {last}, 1, 0, {p};")
-    if publish:
-        b.put_label(publish)
-    b(f"st.shared.u32 [{flag}], {last};")
+
+    def count_in(ptr):
+        old, last = b.reg(), b.reg()
+        # the release half publishes every partial the bar.sync before it ordered (cumulativity:
+        # CUTLASS's semaphore is this pattern); the acquire half, with the bar.sync after it, makes
+        # the other CTAs' partials visible to the reducing threads.  No separate fence.acq_rel.gpu:
+        # each one waited for the CTA's stores to reach L2 (bench/TUNING.md step 21)
+        b(f"atom.acq_rel.gpu.global.add.u32 {old}, [{ptr}], 1;")
+        p = b.reg("pred")
+        b(f"setp.eq.u32 {p}, {old}, {final};")
+        b(f"selp.u32 {last}, 1, 0, {p};")
+        return last
+    self.env[n.name] = _leader_decides(self, n, "split_arrive", "every partial of this CTA is stored", count_in, d)
+    if done:
+        b.put_label(done)
+
+
+def _split_peek(self: Emitter, n: Node) -> None:
+    """1 (uniform over the CTA) when the other count-1 pieces of the tile have all counted in: then
+    this CTA completes the tile without storing its own piece (an acquire load of the counter)."""
+    b = self.b
+
+    def peek(ptr):
+        v, final, p, last = b.reg(), b.reg(), b.reg("pred"), b.reg()
+        b(f"ld.acquire.gpu.global.u32 {v}, [{ptr}];")
+        b(f"sub.u32 {final}, {self.val(n.args[2])}, 1;")
+        b(f"setp.eq.u32 {p}, {v}, {final};")
+        b(f"selp.u32 {last}, 1, 0, {p};")
+        return last
+    self.env[n.name] = _leader_decides(self, n, "split_peek", "the flag's last reader is done", peek)
+
+
+def _leader_decides(self: Emitter, n: Node, what: str, why: str, decide, dst: str | None = None) -> str:
+    """Thread 0 of the CTA computes a flag from the tile's counter (decide(ptr) -> register); every
+    math thread gets it through shared memory between two barriers over the math warpgroups."""
+    b = self.b
+    flag = self.smem_addr(n.get("flag"))
+    nthreads = 128 * self.n_wgs
+    b(f"bar.sync 15, {nthreads};                 // {why}")
+    ptr, skip = _counter_of_tile(self, n, f"{what}_done")
+    b(f"st.shared.u32 [{flag}], {decide(ptr)};")
     b.put_label(skip)
     b(f"bar.sync 15, {nthreads};")
-    d = b.reg()
-    b(f"ld.shared.u32 {d}, [{flag}];")
-    self.env[n.name] = d
+    dst = dst or b.reg()
+    b(f"ld.shared.u32 {dst}, [{flag}];")
+    return dst
 
 
 # Registers a thread may hold for partials in flight during the reduction (the accumulator is dead
@@ -278,16 +305,18 @@ def _split_reduce(self: Emitter, n: Node) -> None:
             _store_bf16_pair(self, dptr, N, r, col, *ordered_sum(b, xy), ok)
 
 
-# Registers a thread may hold for planes in flight in split_gather: the accumulators stay live
-GATHER_INFLIGHT_REGS = 48
+# Fragment pairs split_gather sums at a time: a running sum and a loaded pair each (64 registers
+# beside the live accumulators; 128x192 and 256x128 tiles keep 128-192 of them)
+GATHER_CHUNK_PAIRS = 16
 
 
 def _split_gather(self: Emitter, n: Node) -> None:
-    """acc = sum over planes 0..count-1 of the tile's FP32 pieces in the workspace, in plane order
-    (count <= attr splits, known at run time): every present plane's load is issued before the
-    first add, and the adds of absent planes are predicated off, so the sum has the bits of
-    ordered_sum over exactly `count` planes whoever gathers."""
-    acc, W, count = n.args[:3]
+    """acc = the tile's sum over pieces 0..count-1 in piece order (count <= attr splits, known at
+    run time): piece `own` is acc itself, the others are loaded from their workspace planes.  Per
+    chunk of fragment pairs a running sum starts from 0 and adds the present pieces in order, so
+    its bits are those of ordered_sum whoever gathers.  count and own are the same in the whole
+    CTA: absent and own pieces are skipped by uniform branches (no per-pair predicates)."""
+    acc, W, count, own = n.args[:4]
     b = self.b
     A = self.tile(acc)
     S = n.get("splits")
@@ -297,41 +326,45 @@ def _split_gather(self: Emitter, n: Node) -> None:
     N = self.k.get("n")
     plane_bytes = b.reg("b64")
     b(f"mul.wide.u32 {plane_bytes}, {M}, {4 * N};")
-    present = []
-    for s in range(S):
-        p = b.reg("pred")
-        b(f"setp.lt.u32 {p}, {s}, {self.val(count)};")
-        present.append(p)
     pairs = []
     _for_each_pair(self, n, 2 * len(A), lambda j, half, r, col, ok: pairs.append((4 * j + 2 * half, r, col, ok)))
-    chunk = max(1, GATHER_INFLIGHT_REGS // (2 * S))
-    for at in range(0, len(pairs), chunk):
-        group = pairs[at:at + chunk]
-        loaded = []
-        for v, r, col, ok in group:
-            idx, off, addr = b.reg(), b.reg("b64"), b.reg("b64")
-            b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
-            b(f"mul.wide.u32 {off}, {idx}, 4;")
-            b(f"add.s64 {addr}, {base}, {off};")
-            xy = []
-            for s in range(S):
-                px, py, q = b.reg("f32"), b.reg("f32"), b.reg("pred")
-                b(f"mov.f32 {px}, 0f00000000;")
-                b(f"mov.f32 {py}, 0f00000000;")
-                b(f"and.pred {q}, {ok}, {present[s]};")
-                b(f"@{q} ld.global.cg.v2.f32 {{{px}, {py}}}, [{addr}];")
-                xy.append((px, py))
-                if s + 1 < S:
-                    nxt = b.reg("b64")
-                    b(f"add.s64 {nxt}, {addr}, {plane_bytes};")
-                    addr = nxt
-            loaded.append(xy)
-        for (v, r, col, ok), xy in zip(group, loaded):
-            b(f"mov.f32 {A[v]}, 0f00000000;")
-            b(f"mov.f32 {A[v + 1]}, 0f00000000;")
-            for s, (x, y) in enumerate(xy):
-                b(f"@{present[s]} add.rn.f32 {A[v]}, {A[v]}, {x};")
-                b(f"@{present[s]} add.rn.f32 {A[v + 1]}, {A[v + 1]}, {y};")
+    for at in range(0, len(pairs), GATHER_CHUNK_PAIRS):
+        chunk = pairs[at:at + GATHER_CHUNK_PAIRS]
+        sums = [(b.reg("f32"), b.reg("f32")) for _ in chunk]
+        for sx, sy in sums:
+            b(f"mov.f32 {sx}, 0f00000000;")
+            b(f"mov.f32 {sy}, 0f00000000;")
+        for s in range(S):
+            p, skip, done = b.reg("pred"), b.label("gather_not_loaded"), b.label("gather_piece_done")
+            b(f"setp.ge.u32 {p}, {s}, {self.val(count)};")
+            b(f"@{p} bra.uni {done};")                  # no piece s
+            b(f"setp.eq.u32 {p}, {self.val(own)}, {s};")
+            b(f"@{p} bra.uni {skip};")                  # piece s is this CTA's: in acc
+            off = b.reg("b64")
+            b(f"mul.lo.u64 {off}, {plane_bytes}, {s};")
+            loaded = []
+            for v, r, col, ok in chunk:
+                idx, woff, addr, x, y = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("f32"), b.reg("f32")
+                b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+                b(f"mul.wide.u32 {woff}, {idx}, 4;")
+                b(f"add.s64 {addr}, {base}, {woff};")
+                b(f"add.s64 {addr}, {addr}, {off};")
+                b(f"mov.f32 {x}, 0f00000000;")
+                b(f"mov.f32 {y}, 0f00000000;")
+                b(f"@{ok} ld.global.cg.v2.f32 {{{x}, {y}}}, [{addr}];")
+                loaded.append((x, y))
+            for (sx, sy), (x, y) in zip(sums, loaded):
+                b(f"add.rn.f32 {sx}, {sx}, {x};")
+                b(f"add.rn.f32 {sy}, {sy}, {y};")
+            b(f"bra.uni {done};")
+            b.put_label(skip)
+            for (v, r, col, ok), (sx, sy) in zip(chunk, sums):
+                b(f"add.rn.f32 {sx}, {sx}, {A[v]};")
+                b(f"add.rn.f32 {sy}, {sy}, {A[v + 1]};")
+            b.put_label(done)
+        for (v, r, col, ok), (sx, sy) in zip(chunk, sums):
+            b(f"mov.f32 {A[v]}, {sx};")
+            b(f"mov.f32 {A[v + 1]}, {sy};")
 
 
 def ordered_sum(b, pairs) -> tuple[str, str]:
