@@ -995,6 +995,12 @@ class _Machine:
         a = self._reg(t, acc, "split_store reads")
         dst = self.tensors[W]
         s = self._int(t, split)
+        if n.get("compact"):      # plane s is one BLOCK_M x BLOCK_N tile: every row of the fragment
+            if not 0 <= s < dst.shape[0]:
+                raise InterpError(f"split_store into compact slot {s} of {dst.shape[0]}")
+            rows = self._rows(t, dst[s], "split_store", n.get("wave"))
+            dst[s, rows, : a.shape[1]] = a
+            return
         m0, n0 = self._int(t, n.args[3]), self._int(t, n.args[4])
         rows = self._rows(t, torch.empty(10**6), "split_store", n.get("wave"))
         r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, dst.shape[1])
@@ -1073,22 +1079,14 @@ class _Machine:
         acc, W = n.args[:2]
         a = self._reg(t, acc, "split_gather writes")
         ws = self.tensors[W]
-        count, own = self._int(t, n.args[2]), self._int(t, n.args[3])
-        if not 1 <= count <= min(n.get("splits"), ws.shape[0]):
-            raise InterpError(f"split_gather of {count} pieces: the workspace has {ws.shape[0]} planes (attr "
-                              f"splits {n.get('splits')})")
-        m0, n0 = self._int(t, n.args[4]), self._int(t, n.args[5])
-        rows = self._rows(t, torch.empty(10**6), "split_gather", n.get("wave"))
-        r_lo, r_hi = m0 + rows.start, min(m0 + rows.stop, ws.shape[1])
-        c_hi = min(n0 + a.shape[1], ws.shape[2])
+        count, own, slot0 = (self._int(t, x) for x in n.args[2:5])
+        if not (1 <= count <= n.get("splits") and 0 <= slot0 and slot0 + count <= ws.shape[0]):
+            raise InterpError(f"split_gather of {count} pieces from slot {slot0}: the workspace has "
+                              f"{ws.shape[0]} (attr splits {n.get('splits')})")
+        rows = self._rows(t, ws[0], "split_gather", n.get("wave"))
         total = torch.zeros_like(a)
         for p in range(count):           # piece order, FP32 adds from 0: as the kernel does
-            piece = a.clone()
-            if p != own:                 # the others' pieces from the workspace (rows / columns past D: 0)
-                piece.zero_()
-                if r_hi > r_lo and c_hi > n0:
-                    piece[: r_hi - r_lo, : c_hi - n0] = ws[p, r_lo:r_hi, n0:c_hi].float()
-            total = total + piece
+            total = total + (a if p == own else ws[slot0 + p, rows, : a.shape[1]].float())
         a.copy_(total)
 
     # --- split-K over a cluster: partials exchanged through distributed shared memory ---------

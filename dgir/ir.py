@@ -101,16 +101,17 @@ class Op(enum.Enum):
     MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
     # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)
-    SPLIT_STORE = "split_store"    # args: workspace, acc, slice, m0, n0: FP32 partial rows < M
+    SPLIT_STORE = "split_store"    # args: workspace, acc, slice, m0, n0: FP32 partial rows < M; attr
+                                   # compact: the workspace is [slots, BLOCK_M, BLOCK_N], slice a slot
     SPLIT_ARRIVE = "split_arrive"  # -> i32 1 in the CTA that completes the tile; args: counters, tile
                                    # [, count, skip]: count (else attr splits) pieces complete it; skip
                                    # != 0: a whole tile, nothing to count, the result is 1
     SPLIT_REDUCE = "split_reduce"  # args: D, workspace, m0, n0: D = bf16(sum over slices 0..S-1)
     SPLIT_PEEK = "split_peek"      # -> i32 1 when the tile's other count-1 pieces have all counted in;
                                    # args: counters, tile, count (acquire: their partials are visible)
-    SPLIT_GATHER = "split_gather"  # args: acc, workspace, count, own, m0, n0: acc = sum over
-                                   # pieces 0..count-1 in piece order (count <= attr splits); piece `own`
-                                   # is acc itself, the others are read from their workspace planes
+    SPLIT_GATHER = "split_gather"  # args: acc, workspace, count, own, slot0: acc = sum over pieces
+                                   # 0..count-1 in piece order (count <= attr splits); piece `own` is acc
+                                   # itself, piece p the compact workspace plane slot0 + p (stream-K)
     SPLIT_RESET = "split_reset"    # args: counters, tile: zero the counter for the next launch
     STORE_DIRECT = "store_direct"  # args: D, acc, m0, n0: bf16 pairs straight from registers, rows < M
     # split-K over a cluster (split_reduce="cluster"): the tile's K slices are the CTAs of one cluster

@@ -37,7 +37,8 @@ MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 LATE_FIELDS = {"stream_k": False}      # Fp8GemmConfig fields left out of key() at their default
 # stream-K: at most this many walkers share one tile's K blocks (the workspace holds one FP32 plane
 # of M x N per piece; the reduction loads every plane of a tile)
-STREAM_K_MAX_PIECES = 4
+STREAM_K_MAX_PIECES = 8
+STREAM_K_MAX_ROUNDS = 4      # rounds of pieces: bounds the workspace by 4 * walkers pieces
 
 
 @dataclass(frozen=True)
@@ -161,42 +162,39 @@ def walked_tiles(attrs, m: int) -> int:
     return m_blocks * (n_blocks // C if C > 1 else n_blocks)
 
 
-def stream_k_split(tiles: int, walkers: int, k_blocks: int) -> tuple[int, int, int]:
-    """(whole tiles walked round-robin first, walkers in the stream-K region, K blocks per walker
-    there rounded down) - the host's copy of the arithmetic `lower` emits (stream_k_walk).
+def stream_k_piece_counts(k_blocks: int) -> list[int]:
+    """The piece counts a stream-K walk may cut a tile into: divisors of its K blocks (equal pieces
+    keep the ring counter contiguous), pieces of >= 2 blocks, at most STREAM_K_MAX_PIECES."""
+    return [p for p in range(2, STREAM_K_MAX_PIECES + 1) if k_blocks % p == 0 and k_blocks // p >= 2]
 
-    With at least one round of tiles, the stream-K region is the remainder plus one round (so each
-    walker's share is at least one tile's K blocks: a tile is cut at most once, between two
-    walkers); with fewer tiles than walkers, all tiles, spread over at most
-    (STREAM_K_MAX_PIECES - 2) walkers per tile, which bounds the pieces of a tile by
-    STREAM_K_MAX_PIECES when a tile has >= 4 K blocks."""
-    rem = tiles % walkers
-    dp = 0 if tiles < walkers else (tiles - rem - (walkers if rem else 0))
-    t_sk = tiles - dp
-    g_sk = min(walkers, t_sk * (STREAM_K_MAX_PIECES - 2))
-    return dp, g_sk, (t_sk * k_blocks) // max(g_sk, 1)
+
+def stream_k_split(tiles: int, walkers: int, k_blocks: int) -> tuple[int, int]:
+    """(whole tiles walked first, pieces per remaining tile) - the host's copy of the arithmetic
+    `lower` emits (stream_k_walk): P minimises rounds of pieces per tile, ceil(R * P / G) / P,
+    taking a larger P only for >= 5% fewer and within STREAM_K_MAX_ROUNDS rounds."""
+    rest = tiles % walkers
+    P, best = 1, -(-rest // walkers)
+    for cand in stream_k_piece_counts(k_blocks):
+        r = -(-rest * cand // walkers)
+        if r * 100 * P < best * 95 * cand and r <= STREAM_K_MAX_ROUNDS:
+            P, best = cand, r
+    return tiles - rest, P
 
 
 def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
     """Shapes of the kernel's workspace params (split-K / stream-K partials, tile counters) for a
-    launch with M = m over `grid` CTAs: "P" (stream-K pieces per tile), "TILES" (counters: every
-    CTA tile a cluster tile may hold, also one past an odd last m block) and "M" resolved."""
+    launch with M = m over `grid` CTAs: "PIECES" (stream-K: one BLOCK_M x BLOCK_N plane per piece of
+    a cut tile, per CTA of a cluster), "TILES" (counters: every CTA tile a cluster tile may hold,
+    also one past an odd last m block) and "M" resolved."""
     attrs = dict(kernel.attrs)
     C = attrs.get("cluster") or 1
     walkers = grid // C if attrs.get("split_reduce") != "cluster" else grid
-    sizes = {"M": m, "P": stream_k_pieces(attrs, m, walkers) if attrs.get("stream_k") else 1,
+    tiles = walked_tiles(attrs, m)
+    dp, pieces = stream_k_split(tiles, max(walkers, 1), ceil_div(attrs["k"], BLOCK_K))
+    sizes = {"M": m, "PIECES": max(1, (tiles - dp) * pieces * C) if pieces > 1 else 1,
              "TILES": (ceil_div(max(m, 1), attrs["block_m"]) + C) * ceil_div(attrs["n"], attrs["block_n"])}
     return {p.name: tuple(sizes.get(d, d) for d in p.type.shape)
             for p in kernel.body if p.op is Op.PARAM and p.get("workspace")}
-
-
-def stream_k_pieces(attrs, m: int, walkers: int) -> int:
-    """Most walkers one tile's K blocks are cut between (the workspace's planes; >= 1)."""
-    kb = ceil_div(attrs.get("k"), BLOCK_K)
-    dp, g_sk, q = stream_k_split(walked_tiles(attrs, m), walkers, kb)
-    if g_sk == 0 or q == 0:
-        return 1
-    return min(STREAM_K_MAX_PIECES, ceil_div(kb - 1, q) + 1)
 
 
 def stage_bytes(block_m: int, block_n: int) -> int:
@@ -398,9 +396,6 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.stream_k:
         if cfg.split_k > 1 or cfg.epilogue != "tma":
             raise OpError("fp8_gemm_nt: stream_k cuts tiles by itself: it needs split_k=1 and the tma epilogue")
-        if cfg.k_blocks < STREAM_K_MAX_PIECES:
-            raise OpError(f"fp8_gemm_nt: stream_k needs K >= {STREAM_K_MAX_PIECES * BLOCK_K} "
-                          f"({STREAM_K_MAX_PIECES} K blocks), got K={cfg.k}")
     if cfg.split_reduce not in ("global", "cluster"):
         raise OpError(f"fp8_gemm_nt: split_reduce must be 'global' or 'cluster', got {cfg.split_reduce!r}")
     if cfg.split_cluster:
@@ -448,10 +443,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     STK = cfg.stream_k
     if (SK > 1 and not XC) or STK:
         # split-K: FP32 partials per K slice, and one arrival counter per output tile (zero between
-        # launches: the CTA that reduces a tile resets its counter).  Stream-K: one plane per piece
-        # of a cut tile ("P": as many as the launch's split needs, stream_k_pieces)
-        decl.emit(Op.PARAM, "W", type=Type(DType.f32, ("P" if STK else SK, "M", cfg.n)), layout="rowmajor",
-                  workspace=True)
+        # launches: the CTA that reduces a tile resets its counter).  Stream-K: one tile-sized plane
+        # per piece of a cut tile ("PIECES": as many as the launch's split needs, workspace_shapes)
+        shape = ("PIECES", BM, BN) if STK else (SK, "M", cfg.n)     # stream-K: compact, per piece
+        decl.emit(Op.PARAM, "W", type=Type(DType.f32, shape), layout="rowmajor", workspace=True)
         decl.emit(Op.PARAM, "LOCKS", type=Type(DType.i32, ("TILES",)), layout="rowmajor", workspace=True)
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
@@ -514,81 +509,62 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         return b.scalar(Op.ADD, name, y, b.scalar(Op.MUL, name + "_c", c, b.scalar(Op.SUB, name + "_d", x, y)))
 
     def stream_k_walk(b: Builder):
-        """The walker's segments (stream_k).  Tiles t of the walked grid, G walkers:
-            D  = whole rounds walked round-robin (t = walker + j * G, all K blocks): the tiles past
-                 the last full round less one, so that the stream-K region holds >= G tiles;
-                 with fewer tiles than walkers, none
-            the other T - D tiles' K blocks, numbered u = (t - D) * KBS + kb, are split into equal
-                 contiguous ranges [u0, u1) over G_sk = min(G, 2 (T - D)) walkers (a tile is cut
-                 between at most STREAM_K_MAX_PIECES of them)
-        so a walker's segments are its D / G whole tiles, then the tiles its range touches.  The
-        ring counter runs on over both (dp * KBS + u - u0).  Returns the values the segment loop
-        needs (segment_coords)."""
+        """The walker's segments (stream_k).  T tiles of the walked grid, G walkers:
+            the first D = T - T % G tiles are whole rounds, walked round-robin (t = walker + j * G);
+            the R = T % G tiles left (a partial round: G - R walkers would idle) are cut into P
+                 equal K pieces, P the divisor of KBS (<= STREAM_K_MAX_PIECES) with the fewest
+                 rounds of pieces per tile (by >= 5%, else 1: no cut), and the R * P pieces walked
+                 round-robin piece-major (unit v: piece v / R of tile D + v % R), so the walkers of
+                 a round read the same K range, as in the whole rounds (L2 reuse).
+        The ring counter runs on over both (dp * KBS + s * L).  Returns what segment_coords needs."""
         clustered = CL > 1
         bid = b.scalar(Op.SREG, "bid", which="cluster_id" if clustered else "block_id")
         G = b.scalar(Op.SREG, "gsz", which="cluster_count" if clustered else "grid_size")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
         mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
         T = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks)
-        rem = b.scalar(Op.MOD, "rem", T, G)
-        has_rem = b.scalar(Op.LT, "has_rem", 0, rem)
-        d_any = b.scalar(Op.SUB, "d_any", b.scalar(Op.SUB, "t_less_rem", T, rem), b.scalar(Op.MUL, "rem_round", has_rem, G))
-        D = b.scalar(Op.MUL, "dp_tiles", b.scalar(Op.SUB, "one_round", 1, b.scalar(Op.LT, "few", T, G)), d_any)
+        R = b.scalar(Op.MOD, "rest", T, G)
+        D = b.scalar(Op.SUB, "dp_tiles", T, R)
         dp = b.scalar(Op.DIV, "dp_rounds", D, G)
-        t_sk = b.scalar(Op.SUB, "sk_tiles", T, D)
-        g_sk = b.scalar(Op.MIN, "sk_walkers", G, b.scalar(Op.MUL, "sk_cap", t_sk, STREAM_K_MAX_PIECES - 2))
-        g_div = b.scalar(Op.ADD, "sk_div", g_sk, b.scalar(Op.LT, "no_sk", g_sk, 1))
-        i_sk = b.scalar(Op.MUL, "sk_blocks", t_sk, KBS)
-        q = b.scalar(Op.DIV, "q", i_sk, g_div)
-        r = b.scalar(Op.MOD, "r", i_sk, g_div)
-        active = b.scalar(Op.LT, "sk_active", bid, g_sk)
-        u0a = b.scalar(Op.ADD, "u0_all", b.scalar(Op.MUL, "u0_q", bid, q), b.scalar(Op.MIN, "u0_r", bid, r))
-        u1a = b.scalar(Op.ADD, "u1_all", b.scalar(Op.ADD, "u1_q", u0a, q), b.scalar(Op.LT, "u1_r", bid, r))
-        u0 = b.scalar(Op.MUL, "u0", active, u0a)
-        u1 = b.scalar(Op.MUL, "u1", active, u1a)
-        first = b.scalar(Op.DIV, "sk_first", u0, KBS)
-        n_sk = b.scalar(Op.SUB, "sk_segments", b.scalar(Op.CEILDIV, "sk_end", u1, KBS), first)
+        P, best_r = 1, b.scalar(Op.CEILDIV, "rounds1", R, G)
+        for cand in stream_k_piece_counts(KBS):
+            r = b.scalar(Op.CEILDIV, f"rounds{cand}", b.scalar(Op.MUL, f"units{cand}", R, cand), G)
+            # r / cand < 0.95 best_r / P (cross-multiplied), within STREAM_K_MAX_ROUNDS rounds of pieces
+            fewer = b.scalar(Op.LT, f"fewer{cand}", b.scalar(Op.MUL, f"lhs{cand}", b.scalar(Op.MUL, f"r100_{cand}", r, 100), P),
+                             b.scalar(Op.MUL, f"rhs{cand}", best_r, 95 * cand))
+            take = b.scalar(Op.MUL, f"take{cand}", fewer, b.scalar(Op.LT, f"few_rounds{cand}", r, STREAM_K_MAX_ROUNDS + 1))
+            P = sel(b, take, cand, P, f"pieces{cand}")
+            best_r = sel(b, take, r, best_r, f"best{cand}")
+        if isinstance(P, int):          # KBS has no divisor to cut by: whole tiles only
+            P = b.scalar(Op.ADD, "pieces", 0, 1)
+        L = b.scalar(Op.DIV, "piece_blocks", KBS, P)
+        units = b.scalar(Op.MUL, "sk_units", R, P)
+        n_sk = b.scalar(Op.CEILDIV, "sk_segments", b.scalar(Op.SUB, "sk_left", units, b.scalar(Op.MIN, "sk_first", bid, units)), G)
         segs = b.scalar(Op.ADD, "segments", dp, n_sk)
-        q1 = b.scalar(Op.ADD, "q1", q, 1)
-        qd = b.scalar(Op.ADD, "qd", q, b.scalar(Op.LT, "q0", q, 1))
-        thr = b.scalar(Op.MUL, "long_end", r, q1)        # the first r walkers take q + 1 blocks
-        fills = b.scalar(Op.ADD, "fills", b.scalar(Op.MUL, "dp_fills", dp, KBS), b.scalar(Op.SUB, "sk_fills", u1, u0))
-        return dict(bid=bid, G=G, mblocks=mblocks, D=D, dp=dp, u0=u0, u1=u1, first=first, segs=segs, r=r,
-                    q1=q1, qd=qd, thr=thr, fills=fills)
+        fills = b.scalar(Op.ADD, "fills", b.scalar(Op.MUL, "dp_fills", dp, KBS), b.scalar(Op.MUL, "sk_fills", n_sk, L))
+        R1 = b.scalar(Op.ADD, "rest1", R, b.scalar(Op.LT, "no_rest", R, 1))      # max(R, 1): a divisor
+        return dict(bid=bid, G=G, mblocks=mblocks, D=D, dp=dp, P=P, L=L, R1=R1, segs=segs, fills=fills)
 
     def segment_coords(b: Builder, j, w: dict):
-        """(ring counter base, first and end K block, output tile, full, piece, pieces) of segment j."""
+        """(ring counter base, first and end K block, output tile, whole tile?, compact workspace
+        slot of the tile's piece 0, piece) of segment j."""
         is_sk = b.scalar(Op.SUB, "is_sk", 1, b.scalar(Op.LT, "is_dp", j, w["dp"]))
-        tsk = b.scalar(Op.ADD, "tsk", w["first"], b.scalar(Op.SUB, "s", j, w["dp"]))
-        t = sel(b, is_sk, b.scalar(Op.ADD, "t_sk", w["D"], tsk),
+        s = b.scalar(Op.SUB, "s", j, w["dp"])
+        v = b.scalar(Op.ADD, "unit", w["bid"], b.scalar(Op.MUL, "unit_off", s, w["G"]))
+        piece = b.scalar(Op.DIV, "piece", v, w["R1"])
+        tt = b.scalar(Op.SUB, "rest_tile", v, b.scalar(Op.MUL, "rest_row", piece, w["R1"]))
+        t = sel(b, is_sk, b.scalar(Op.ADD, "t_sk", w["D"], tt),
                 b.scalar(Op.ADD, "t_dp", w["bid"], b.scalar(Op.MUL, "t_off", j, w["G"])), "t")
-        lo = b.scalar(Op.MUL, "seg_lo", tsk, KBS)
-        lo_min = b.scalar(Op.MIN, "lo_min", w["u0"], lo)          # max(u0, lo) = u0 + lo - min(u0, lo)
-        kb0_sk = b.scalar(Op.SUB, "kb0_sk", w["u0"], lo_min)
-        kb1_sk = b.scalar(Op.SUB, "kb1_sk", b.scalar(Op.MIN, "hi", w["u1"], b.scalar(Op.ADD, "seg_hi", lo, KBS)), lo)
-        kb0 = b.scalar(Op.MUL, "kb_first", is_sk, kb0_sk)
-        kb1 = sel(b, is_sk, kb1_sk, KBS, "kb_end")
-        base = sel(b, is_sk, b.scalar(Op.SUB, "sk_base", b.scalar(Op.ADD, "sk_base0", b.scalar(Op.MUL, "dp_base", w["dp"], KBS), lo), w["u0"]),
-                   b.scalar(Op.MUL, "kb_base", j, KBS), "ctr_base")
-        full = b.scalar(Op.MUL, "full", b.scalar(Op.LT, "from_0", kb0, 1),
-                        b.scalar(Op.SUB, "to_end", 1, b.scalar(Op.LT, "short", kb1, KBS)))
-        return base, kb0, kb1, t, full, lo
-
-    def tile_pieces(b: Builder, lo, w: dict):
-        """(this walker's piece, pieces) of the cut stream-K tile whose first block is `lo`: the
-        walkers whose ranges hold its first and last block bound them (run-time divisions: once per
-        cut tile)."""
-        def owner(u, name):
-            lt = b.scalar(Op.LT, name + "_long", u, w["thr"])       # the first r walkers take q + 1
-            a = b.scalar(Op.DIV, name + "_a", u, w["q1"])
-            c = b.scalar(Op.ADD, name + "_b", w["r"],
-                         b.scalar(Op.DIV, name + "_bq", b.scalar(Op.SUB, name + "_bu", u, w["thr"]), w["qd"]))
-            return sel(b, lt, a, c, name)
-        first_owner = owner(lo, "own_lo")
-        last_owner = owner(b.scalar(Op.ADD, "seg_last", lo, KBS - 1), "own_hi")
-        piece = b.scalar(Op.SUB, "piece", w["bid"], first_owner)
-        pieces = b.scalar(Op.ADD, "pieces", b.scalar(Op.SUB, "own_span", last_owner, first_owner), 1)
-        return piece, pieces
+        k0 = b.scalar(Op.MUL, "piece_k0", piece, w["L"])
+        kb0 = b.scalar(Op.MUL, "kb_first", is_sk, k0)
+        kb1 = sel(b, is_sk, b.scalar(Op.ADD, "piece_k1", k0, w["L"]), KBS, "kb_end")
+        # the counter of K block kb is base + kb: dp * KBS + s * L at the piece's first block
+        sk_base = b.scalar(Op.SUB, "sk_base", b.scalar(Op.ADD, "sk_base0", b.scalar(Op.MUL, "dp_base", w["dp"], KBS),
+                                                      b.scalar(Op.MUL, "sk_off", s, w["L"])), k0)
+        base = sel(b, is_sk, sk_base, b.scalar(Op.MUL, "kb_base", j, KBS), "ctr_base")
+        full = b.scalar(Op.SUB, "full", 1, b.scalar(Op.MUL, "cut", is_sk, b.scalar(Op.LT, "is_cut", w["L"], KBS)))
+        slot0 = b.scalar(Op.MUL, "slot0", tt, w["P"])
+        return base, kb0, kb1, t, full, (slot0, piece)
 
     def tile_coords(b: Builder, li, bid, gsz, mblocks):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
@@ -630,10 +606,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             w = stream_k_walk(b)
 
             def coords(li):
-                base, k_first, k_end, t, full, lo = segment_coords(b, li, w)
+                base, k_first, k_end, t, full, cut = segment_coords(b, li, w)
                 m0, n0 = tile_origin(b, t, w["mblocks"])
                 return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
-                            full=full, pieces_of=lambda: tile_pieces(b, lo, w))
+                            full=full, cut=cut, pieces=w["P"])
             return w["segs"], coords, lambda: w["fills"]
         bid, gsz, mblocks, mine = tile_loop(b, role)
 
@@ -715,22 +691,25 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             with b.region(Op.IF, "", c["full"], role="store"):
                 _tma_epilogue(b, accs, W, wave, n0, m0)
             with b.region(Op.IF, "", c["full"], negate=True, role="store"):
-                piece, pieces = c["pieces_of"]()
+                (slot0, piece), pieces = c["cut"], c["pieces"]
                 lock = mn
-                if CL > 1:       # every CTA of a cluster tile has its own output tile
-                    lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL),
-                                    b.scalar(Op.SREG, "lock_rank", which="cluster_rank"))
+                if CL > 1:       # every CTA of a cluster tile has its own output tile and pieces
+                    rank = b.scalar(Op.SREG, "lock_rank", which="cluster_rank")
+                    lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL), rank)
+                    slot0 = b.scalar(Op.ADD, "slot0_cta", b.scalar(Op.MUL, "slot0_cl", slot0, CL),
+                                     b.scalar(Op.MUL, "slot0_rank", rank, pieces))
+                slot = b.scalar(Op.ADD, "slot", slot0, piece)
                 others = b.emit(Op.SPLIT_PEEK, "others_in", "LOCKS", lock, pieces, type=Type(DType.i32),
                                 splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
                 with b.region(Op.IF, "", others, negate=True, role="store"):
                     for w, acc in enumerate(accs):
-                        b.emit(Op.SPLIT_STORE, "", "W", acc, piece, m0, n0, role="store", wave=wave(w))
+                        b.emit(Op.SPLIT_STORE, "", "W", acc, slot, m0, n0, role="store", wave=wave(w), compact=True)
                 last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, others, type=Type(DType.i32),
                               splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
                 with b.region(Op.IF, "", last, role="store"):
                     for w, acc in enumerate(accs):
-                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, m0, n0, role="store",
-                               wave=wave(w), splits=STREAM_K_MAX_PIECES)
+                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, slot0, role="store", wave=wave(w),
+                               splits=STREAM_K_MAX_PIECES)
                     b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
                     _tma_epilogue(b, accs, W, wave, n0, m0)
         elif tma_epilogue:

@@ -136,11 +136,50 @@ def _for_each_pair(self: Emitter, n: Node, ncols: int, fn) -> None:
             fn(j, half, r, col, ok)
 
 
+def _tile_offsets(self: Emitter, n: Node, ncols: int) -> list[tuple[int, str]]:
+    """(first register index, float offset inside a BLOCK_M x ncols tile) of each fragment pair of
+    this thread: row = its 64-row slice + row0 (+8), column = col0 + 8 j."""
+    b = self.b
+    r0 = b.reg()
+    b(f"mad.lo.u32 {r0}, {self.slice_of(n)}, 64, {self.row0};")
+    rows = []
+    for half in (0, 1):
+        o = b.reg()
+        b(f"mad.lo.u32 {o}, {r0}, {ncols}, {self.col0};")
+        if half:
+            b(f"add.u32 {o}, {o}, {8 * ncols};")
+        rows.append(o)
+    out = []
+    for j in range(ncols // 8):
+        for half in (0, 1):
+            o = b.reg()
+            b(f"add.u32 {o}, {rows[half]}, {8 * j};")
+            out.append((4 * j + 2 * half, o))
+    return out
+
+
+def _compact_plane(self: Emitter, base: str, slot: str) -> str:
+    """Address of compact workspace plane `slot` (a register; BLOCK_M x BLOCK_N floats)."""
+    b = self.b
+    plane = b.reg("b64")
+    BM, BN = self.k.get("block_m"), self.k.get("block_n")
+    b(f"mul.wide.u32 {plane}, {slot}, {4 * BM * BN};")
+    b(f"add.s64 {plane}, {plane}, {base};")
+    return plane
+
+
 def _split_store(self: Emitter, n: Node) -> None:
     W, acc, split = n.args[:3]
     b = self.b
     A = self.tile(acc)
     base = _global_ptr(self, W)
+    if n.get("compact"):     # a whole tile-sized plane per slot: no bounds, rows past M included
+        plane = _compact_plane(self, base, self.val(split))
+        for v, off in _tile_offsets(self, n, 2 * len(A)):
+            addr = b.reg("b64")
+            b(f"mad.wide.u32 {addr}, {off}, 4, {plane};")
+            b(f"st.global.v2.f32 [{addr}], {{{A[v]}, {A[v + 1]}}};")
+        return
     M = b.reg()
     b(f"ld.param.u32 {M}, [dim_M];")
     plane = b.reg()
@@ -305,64 +344,52 @@ def _split_reduce(self: Emitter, n: Node) -> None:
             _store_bf16_pair(self, dptr, N, r, col, *ordered_sum(b, xy), ok)
 
 
-# Fragment pairs split_gather sums at a time: a running sum and a loaded pair each (64 registers
-# beside the live accumulators; 128x192 and 256x128 tiles keep 128-192 of them)
+# Fragment pairs split_gather sums at a time: a running sum and a loaded pair each
 GATHER_CHUNK_PAIRS = 16
 
 
 def _split_gather(self: Emitter, n: Node) -> None:
     """acc = the tile's sum over pieces 0..count-1 in piece order (count <= attr splits, known at
-    run time): piece `own` is acc itself, the others are loaded from their workspace planes.  Per
-    chunk of fragment pairs a running sum starts from 0 and adds the present pieces in order, so
-    its bits are those of ordered_sum whoever gathers.  count and own are the same in the whole
-    CTA: absent and own pieces are skipped by uniform branches (no per-pair predicates)."""
-    acc, W, count, own = n.args[:4]
+    run time): piece `own` is acc itself, piece p the compact workspace plane slot0 + p.  Per chunk
+    of fragment pairs a running sum starts from 0 and adds the pieces in order, so its bits are
+    those of ordered_sum whoever gathers; count and own are the same in the whole CTA, so absent
+    and own pieces are skipped by uniform branches."""
+    acc, W, count, own, slot0 = n.args
     b = self.b
     A = self.tile(acc)
-    S = n.get("splits")
     base = _global_ptr(self, W)
-    M = b.reg()
-    b(f"ld.param.u32 {M}, [dim_M];")
-    N = self.k.get("n")
-    plane_bytes = b.reg("b64")
-    b(f"mul.wide.u32 {plane_bytes}, {M}, {4 * N};")
-    pairs = []
-    _for_each_pair(self, n, 2 * len(A), lambda j, half, r, col, ok: pairs.append((4 * j + 2 * half, r, col, ok)))
-    for at in range(0, len(pairs), GATHER_CHUNK_PAIRS):
-        chunk = pairs[at:at + GATHER_CHUNK_PAIRS]
+    offsets = _tile_offsets(self, n, 2 * len(A))
+    for at in range(0, len(offsets), GATHER_CHUNK_PAIRS):
+        chunk = offsets[at:at + GATHER_CHUNK_PAIRS]
         sums = [(b.reg("f32"), b.reg("f32")) for _ in chunk]
         for sx, sy in sums:
             b(f"mov.f32 {sx}, 0f00000000;")
             b(f"mov.f32 {sy}, 0f00000000;")
-        for s in range(S):
-            p, skip, done = b.reg("pred"), b.label("gather_not_loaded"), b.label("gather_piece_done")
+        for s in range(n.get("splits")):
+            p, mine, done = b.reg("pred"), b.label("gather_own_piece"), b.label("gather_piece_done")
             b(f"setp.ge.u32 {p}, {s}, {self.val(count)};")
             b(f"@{p} bra.uni {done};")                  # no piece s
             b(f"setp.eq.u32 {p}, {self.val(own)}, {s};")
-            b(f"@{p} bra.uni {skip};")                  # piece s is this CTA's: in acc
-            off = b.reg("b64")
-            b(f"mul.lo.u64 {off}, {plane_bytes}, {s};")
+            b(f"@{p} bra.uni {mine};")                  # piece s is this CTA's: in acc
+            slot = b.reg()
+            b(f"add.u32 {slot}, {self.val(slot0)}, {s};")
+            plane = _compact_plane(self, base, slot)
             loaded = []
-            for v, r, col, ok in chunk:
-                idx, woff, addr, x, y = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("f32"), b.reg("f32")
-                b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
-                b(f"mul.wide.u32 {woff}, {idx}, 4;")
-                b(f"add.s64 {addr}, {base}, {woff};")
-                b(f"add.s64 {addr}, {addr}, {off};")
-                b(f"mov.f32 {x}, 0f00000000;")
-                b(f"mov.f32 {y}, 0f00000000;")
-                b(f"@{ok} ld.global.cg.v2.f32 {{{x}, {y}}}, [{addr}];")
+            for v, off in chunk:
+                addr, x, y = b.reg("b64"), b.reg("f32"), b.reg("f32")
+                b(f"mad.wide.u32 {addr}, {off}, 4, {plane};")
+                b(f"ld.global.cg.v2.f32 {{{x}, {y}}}, [{addr}];")
                 loaded.append((x, y))
             for (sx, sy), (x, y) in zip(sums, loaded):
                 b(f"add.rn.f32 {sx}, {sx}, {x};")
                 b(f"add.rn.f32 {sy}, {sy}, {y};")
             b(f"bra.uni {done};")
-            b.put_label(skip)
-            for (v, r, col, ok), (sx, sy) in zip(chunk, sums):
+            b.put_label(mine)
+            for (v, off), (sx, sy) in zip(chunk, sums):
                 b(f"add.rn.f32 {sx}, {sx}, {A[v]};")
                 b(f"add.rn.f32 {sy}, {sy}, {A[v + 1]};")
             b.put_label(done)
-        for (v, r, col, ok), (sx, sy) in zip(chunk, sums):
+        for (v, off), (sx, sy) in zip(chunk, sums):
             b(f"mov.f32 {A[v]}, {sx};")
             b(f"mov.f32 {A[v + 1]}, {sy};")
 
