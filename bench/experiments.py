@@ -1,6 +1,11 @@
 """Tuning experiments: time hand-picked configs and pass variants of fp8_gemm_nt side by side.
 
     python bench/experiments.py --out exp.json  "4096,7168,2048:bm=128,bn=128,s=5:noint" ...
+
+A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s (stages), g (swizzle
+group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
+e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k); an empty config is the
+API's choice.  Variants: VARIANTS below, "+sass" for the SASS FFMA patch.
 """
 from __future__ import annotations
 
