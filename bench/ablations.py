@@ -46,8 +46,8 @@ class ScaleAtEnd(Pass):
                         args = tuple(last if a == n.name else a for a in r.args)
                         out.append(Node(Op.LOAD_SCALE, r.name + "_end", args, Type(DType.f32), {"role": "mma"}))
                     for mma in (c for c in n.body if c.op is Op.MMA_SCALED):   # every wave's accumulator
-                        acc, _, _, _, sfa, sb0, sb1, n0 = mma.args
-                        out.append(Node(Op.SCALE, "", (acc, sfa, sb0 + "_end", sb1 + "_end", n0), None, {"role": "mma"}))
+                        acc, _, _, _, sfa, *sbs, n0 = mma.args
+                        out.append(Node(Op.SCALE, "", (acc, sfa, *(sb + "_end" for sb in sbs), n0), None, {"role": "mma"}))
                     continue
                 if n.body:
                     n = n.with_body(rewrite(n.body))

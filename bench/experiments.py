@@ -45,6 +45,8 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
+    "arms8": lambda: None,             # default passes, branch arms for up to 8 split columns (SplitArms)
+    "arms4": lambda: None,             # default passes, branch arms for up to 4 split columns (SplitArms)
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
@@ -86,6 +88,20 @@ class GenericDivision:
 
     def __exit__(self, *exc):
         self.emit.emit_udiv, self.emit.emit_urem = self.saved
+
+
+class SplitArms:
+    """A/B of the promotion of straddling tiles: while active, one branch arm per split column for up
+    to `arms` split columns (emitters/ptx/mma.py MAX_SPLIT_ARMS) instead of per-group selects."""
+    def __init__(self, arms: int):
+        self.arms = arms
+
+    def __enter__(self):
+        import dgir.emitters.ptx.mma as mma
+        self.mma, self.saved, mma.MAX_SPLIT_ARMS = mma, mma.MAX_SPLIT_ARMS, self.arms
+
+    def __exit__(self, *exc):
+        self.mma.MAX_SPLIT_ARMS = self.saved
 
 
 class LowWordDescriptors:
@@ -177,7 +193,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors}.get(variant_base, contextlib.nullcontext)
+    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors, "arms8": lambda: SplitArms(8),
+            "arms4": lambda: SplitArms(4)}.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

@@ -57,8 +57,8 @@ it, so a buggy schedule fails deterministically instead of only on unlucky seeds
 
 Numerics (identical for ``mma_scaled`` and ``wgmma`` + ``promote``, so promote_scales is BITWISE
 equivalent): e4m3 tiles are upcast to f32 exactly; ``part = A_rows @ B^T`` is a torch float32
-matmul; the scale ``s[r, c] = sfa[r] * sb(c)`` is one f32 multiply (sb(c) = sb0 if (n0+c)//128 ==
-n0//128 else sb1); the promotion ``acc + part * s`` is an FFMA, emulated in float64 (the product
+matmul; the scale ``s[r, c] = sfa[r] * sb(c)`` is one f32 multiply (sb(c) = sb_i for the i-th
+128-row B-scale block from n0's, the last one for any further); the promotion ``acc + part * s`` is an FFMA, emulated in float64 (the product
 of two f32 is exact there) then rounded to f32 (exact FFMA except in double-rounding ties).
 ``wgmma`` with scale_d=1 adds onto the accumulator with one f32 add; ``scale`` is an f32 multiply;
 ``stage_out`` rounds to bf16 (round to nearest even).
@@ -168,11 +168,12 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a.float() @ b.float().T
 
 
-def _scale_tile(sfa: torch.Tensor, sb0: float, sb1: float, n0: int, cols: int) -> torch.Tensor:
-    """s[r, c] = sfa[r] * sb(c), one f32 multiply."""
+def _scale_tile(sfa: torch.Tensor, sbs: list, n0: int, cols: int) -> torch.Tensor:
+    """s[r, c] = sfa[r] * sb(c), one f32 multiply; sb(c) = the scale of the B-scale block of column
+    n0 + c counted from n0's (sbs[0], sbs[1], ...; columns past the last one use the last)."""
     c = n0 + torch.arange(cols)
-    sb = torch.where(c // 128 == n0 // 128, torch.tensor(sb0, dtype=torch.float32),
-                     torch.tensor(sb1, dtype=torch.float32))
+    idx = (c // 128 - n0 // 128).clamp(max=len(sbs) - 1)
+    sb = torch.tensor(sbs, dtype=torch.float32)[idx]
     return sfa.float()[:, None] * sb[None, :]
 
 
@@ -711,7 +712,7 @@ class _Machine:
         return slice(lo, lo + ROWS_PER_WG)
 
     def _scale_operands(self, t: _Task, args: tuple, what: str):
-        """(sfa, sb0, sb1, n0) where sfa is a register tile or (ring, counter)."""
+        """(sfa, [sb0, sb1(, sb2)], n0) where sfa is a register tile or (ring, counter)."""
         sfa_name = args[0]
         if sfa_name in self.regs:
             sfa = self._reg(t, sfa_name, f"{what} reads")
@@ -722,11 +723,11 @@ class _Machine:
             rest = args[2:]
         else:
             raise InterpError(f"{what}: %{sfa_name} is neither a register tile nor a shared-memory ring")
-        if len(rest) != 3:
-            raise InterpError(f"{what}: expected sb0, sb1, n0 after the A scales, got {rest}")
-        sb0, sb1 = (float(self._val(t, x)) for x in rest[:2])
-        n0 = self._int(t, rest[2])
-        return sfa, sb0, sb1, n0
+        if len(rest) not in (3, 4):
+            raise InterpError(f"{what}: expected sb0, sb1 (, sb2), n0 after the A scales, got {rest}")
+        sbs = [float(self._val(t, x)) for x in rest[:-1]]
+        n0 = self._int(t, rest[-1])
+        return sfa, sbs, n0
 
     def _mma_operands(self, t: _Task, n: Node, acc: torch.Tensor, a_ring: str, b_ring: str, ctr):
         a = self._ring_read(t, a_ring, ctr, n.op.value)
@@ -1202,28 +1203,28 @@ class _Machine:
 
     def _mma_scaled(self, t: _Task, n: Node):
         if len(n.args) < 8:
-            raise InterpError("mma_scaled needs (acc, a_ring, b_ring, ctr, sfa, sb0, sb1, n0)")
+            raise InterpError("mma_scaled needs (acc, a_ring, b_ring, ctr, sfa, sb0, sb1(, sb2), n0)")
         acc_name, a_ring, b_ring, ctr = n.args[:4]
         acc = self._reg(t, acc_name, "mma_scaled accumulates into")
-        sfa, sb0, sb1, n0 = self._scale_operands(t, n.args[4:], "mma_scaled")
+        sfa, sbs, n0 = self._scale_operands(t, n.args[4:], "mma_scaled")
         a, b = self._mma_operands(t, n, acc, a_ring, b_ring, ctr)
         part = _dot(a, b)
-        acc.copy_(_ffma(acc, part, _scale_tile(sfa, sb0, sb1, n0, acc.shape[1])))
+        acc.copy_(_ffma(acc, part, _scale_tile(sfa, sbs, n0, acc.shape[1])))
 
     def _promote(self, t: _Task, n: Node):
         if len(n.args) < 6:
-            raise InterpError("promote needs (acc, part, sfa, sb0, sb1, n0)")
+            raise InterpError("promote needs (acc, part, sfa, sb0, sb1(, sb2), n0)")
         acc = self._reg(t, n.args[0], "promote accumulates into")
         part = self._reg(t, n.args[1], "promote reads")
         if acc.shape != part.shape:
             raise InterpError(f"promote: acc {tuple(acc.shape)} vs part {tuple(part.shape)}")
-        sfa, sb0, sb1, n0 = self._scale_operands(t, n.args[2:], "promote")
-        acc.copy_(_ffma(acc, part, _scale_tile(sfa, sb0, sb1, n0, acc.shape[1])))
+        sfa, sbs, n0 = self._scale_operands(t, n.args[2:], "promote")
+        acc.copy_(_ffma(acc, part, _scale_tile(sfa, sbs, n0, acc.shape[1])))
 
     def _scale(self, t: _Task, n: Node):
         acc = self._reg(t, n.args[0], "scale")
-        sfa, sb0, sb1, n0 = self._scale_operands(t, n.args[1:], "scale")
-        acc.mul_(_scale_tile(sfa, sb0, sb1, n0, acc.shape[1]))
+        sfa, sbs, n0 = self._scale_operands(t, n.args[1:], "scale")
+        acc.mul_(_scale_tile(sfa, sbs, n0, acc.shape[1]))
 
     def _wgmma(self, t: _Task, n: Node):
         if len(n.args) != 4:

@@ -97,7 +97,7 @@ class Op(enum.Enum):
     ZERO = "zero"
     WGMMA = "wgmma"              # args: acc, a ring, b ring, counter; attrs: n, k, scale_d
     WGMMA_WAIT = "wgmma_wait"    # attrs: pending
-    PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa ring, counter, sb0, sb1, n0
+    PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa, sb0, sb1[, sb2], n0
     MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
     # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)

@@ -101,6 +101,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             want += 1                  # the part of the slot this CTA's box fills
         if n.op is Op.SPLIT_ARRIVE:
             want = 4 if len(n.args) == 4 else 2      # counters, tile [, count, skip]
+        if n.op in (Op.PROMOTE, Op.MMA_SCALED) and len(n.args) == want + 1:
+            want += 1                  # a third B scale (tiles that can touch three scale blocks)
         if want is not None and len(n.args) != want:
             err(n, f"{n.op.value} takes {want} operands, got {len(n.args)}")
         role = n.role

@@ -12,8 +12,8 @@ class PromoteScales(Pass):
     (scale_d = 0), wait for it, release the ring slot, then `promote` it into the FP32 accumulator
     with CUDA-core FFMAs: acc += part * (sfa[row] * sfb[n block]).  FP8 tensor-core accumulation is
     not exact FP32 (about 2^-6 relative per K=32 step on the H200), so the partial must not live
-    longer than one scale block.  A tile that straddles two 128-row B-scale blocks keeps both
-    B scales (sb0, sb1); `promote` picks per column.  Declares the partial register tile `part`; with
+    longer than one scale block.  A tile that straddles 128-row B-scale blocks keeps each block's
+    B scale (sb0, sb1 and, for sizes that can touch three, sb2); `promote` picks per column.  Declares the partial register tile `part`; with
     several waves (BLOCK_M 256) the waves share it, so a wave's promote precedes the next wgmma.
     """
     name = "promote_scales"
@@ -28,7 +28,7 @@ class PromoteScales(Pass):
                 if n.body:
                     n = n.with_body(rewrite(n.body))
                 if n.op is Op.MMA_SCALED:
-                    acc, a_ring, b_ring, ctr, sfa, sb0, sb1, n0 = n.args
+                    acc, a_ring, b_ring, ctr, sfa, *sbs, n0 = n.args
                     part_type = kernel.decl(acc).type
                     # one partial serves every wave: promote the previous one before it is reused
                     out.extend(p for _, p in pending)
@@ -37,7 +37,7 @@ class PromoteScales(Pass):
                     out.append(Node(Op.WGMMA, "", ("part", a_ring, b_ring, ctr), None,
                                     {k: v for k, v in attrs.items() if v is not None}))
                     out.append(Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": n.role}))
-                    pending.append((ctr, Node(Op.PROMOTE, "", (acc, "part", sfa, sb0, sb1, n0), None,
+                    pending.append((ctr, Node(Op.PROMOTE, "", (acc, "part", sfa, *sbs, n0), None,
                                               {"role": n.role})))
                     continue
                 out.append(n)

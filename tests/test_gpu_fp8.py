@@ -208,7 +208,10 @@ def test_cluster_multicast_matches_reference(m, n, k, bm, bn, stages, mc):
 
 # tiles that cross a 128-row B-scale block: every split column of each size (8 N tiles hit every
 # residue of n0 % 128), through the branch-per-split promotion (<= 4 splits) or the per-group select
-STRADDLE = [(64, 48, 8), (64, 80, 8), (64, 96, 8), (128, 112, 5), (128, 144, 5), (128, 160, 4), (128, 192, 4)]
+# N = 8 BLOCK_N: the tiles start at every offset n0 % 128 that the size allows; 152, 176 and 200 reach
+# a third B-scale block
+STRADDLE = [(64, 48, 8), (64, 80, 8), (64, 96, 8), (128, 112, 5), (128, 144, 5), (128, 160, 4), (128, 192, 4),
+            (128, 176, 4), (64, 152, 6), (128, 200, 4)]
 
 
 @pytest.mark.parametrize("bm,bn,stages", STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}" for c in STRADDLE])

@@ -10,6 +10,7 @@ from dgir.ir import Op
 from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
 from dgir.pipeline import pipeline, run_pipeline
+from dgir.emitters.ptx import emit_ptx
 
 rng = random.Random(7)
 CASES = []
@@ -18,6 +19,7 @@ for _ in range(6):
     CASES.append((rng.choice([1, 17, 70, 130]), rng.choice([bn, 2 * bn + 8 * rng.randint(0, 3)]),
                   rng.choice([128, 272, 640]), bm, bn, rng.randint(1, 4)))
 CASES += [(300, 256, 384, 256, 128, 3), (17, 136, 272, 256, 64, 2)]     # BLOCK_M 256: two waves
+CASES += [(64, 704, 256, 64, 176, 2), (100, 704, 256, 128, 176, 2), (70, 1216, 384, 128, 152, 2)]   # 3 B-scale blocks
 SPLITS = [(70, 200, 512, 64, 64, 4, 2), (130, 256, 768, 128, 128, 2, 3), (17, 136, 1024, 256, 64, 3, 4)]
 # clusters of 2 with the shared operand multicast: (m, n, k, bm, bn, stages, multicast); odd m-block
 # counts give the B-multicast pair a CTA whose tile lies past M
@@ -188,3 +190,21 @@ def test_cluster_split_k_freeing_the_last_round_arrives_on_exited_ctas():
     with pytest.raises(RaceError, match="has exited"):
         for seed in range(60):
             run_kernel(broken, {k: v.clone() for k, v in ins.items()}, seed=seed)
+
+
+@pytest.mark.parametrize("arms", [4, 8])
+def test_three_scale_blocks_by_arms_and_by_selects(arms, monkeypatch):
+    """A 176-wide tile crosses up to two B-scale boundaries (8 possible first crossings): the PTX
+    promotion by branch arms (MAX_SPLIT_ARMS >= 8) or by per-group selects is emitted, and the
+    interpreter gives the reference for every tile offset."""
+    import dgir.emitters.ptx.mma as mma
+    from dgir.ops.fp8_gemm import b_scale_blocks
+    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
+    assert b_scale_blocks(176) == 3 and b_scale_blocks(192) == 2 and b_scale_blocks(64) == 1
+    cfg = Fp8GemmConfig(n=1408, k=256, block_m=128, block_n=176, stages=2, num_sms=4)
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+    ptx = emit_ptx(kern)
+    assert ("promote_split" in ptx.lower()) == (arms >= 8) and ptx.count("fma.rn.f32") >= 88
+    ins = fp8_gemm_inputs(130, 1408, 256, seed=11)
+    out = run_kernel(kern, ins)["D"]
+    assert calc_diff(out.double(), fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])) < 1e-5

@@ -91,7 +91,7 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
 @pytest.mark.parametrize("fields,match", [
     (dict(block_m=96), "block_m must be 64, 128 or 256"),
     (dict(block_m=256, block_n=192), "block_m=256 needs block_n <= 128"),
-    (dict(block_n=176), "three 128-row B-scale blocks"),
+    (dict(block_n=180), "block_n must be a multiple of 8"),
     (dict(split_k=5), "split_k=5 must divide the 8 K blocks"),
     (dict(cluster=3), "cluster must be 1, 2 or 4"),
     (dict(cluster=2, multicast="C"), "multicast must be 'A' or 'B'"),

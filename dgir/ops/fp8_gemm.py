@@ -12,6 +12,7 @@ place the promotion FFMAs (passes/promote_scales.py, passes/interleave_ffma.py, 
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import asdict, dataclass
 
 from ..builder import Builder
@@ -360,6 +361,14 @@ def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConf
                               -c.block_m))
 
 
+def b_scale_blocks(block_n: int) -> int:
+    """The most 128-row B-scale blocks one N tile touches (tiles start at multiples of block_n, so
+    at offsets n0 % 128 that are multiples of gcd(block_n, 128)).  3 for sizes DeepGEMM rejects
+    (e.g. 176: a tile at n0 % 128 = 96 covers 32 + 128 + 16 rows): promote then picks from three."""
+    g = math.gcd(block_n, 128)
+    return max(ceil_div(r + block_n, 128) for r in range(0, 128, g))
+
+
 def check_config(cfg: Fp8GemmConfig) -> None:
     """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
     if cfg.block_m not in (64, 128, 256):
@@ -368,9 +377,6 @@ def check_config(cfg: Fp8GemmConfig) -> None:
         raise OpError(f"fp8_gemm_nt: block_m=256 needs block_n <= 128 (two accumulators per thread), got {cfg.block_n}")
     if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
         raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
-    if cfg.block_n > 128 and not (cfg.block_n % (cfg.block_n - 128) == 0 or 128 % (cfg.block_n - 128) == 0):
-        raise OpError(f"fp8_gemm_nt: block_n={cfg.block_n} lets an N tile touch three 128-row B-scale blocks; "
-                      f"above 128 use a size with block_n % (block_n-128) == 0 or 128 % (block_n-128) == 0")
     if cfg.stages < 1:
         raise OpError(f"fp8_gemm_nt: stages must be >= 1, got {cfg.stages}")
     if cfg.epilogue not in ("tma", "direct"):
@@ -648,20 +654,21 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     with b.region(Op.FOR, "li", 0, mine, 1, **loop_attrs) as li:
         c = coords(li)
         base, m0, n0, mn, split, kb0 = c["base"], c["m0"], c["n0"], c["mn"], c["split"], c["kb0"]
-        # B scales: an N tile may straddle two 128-row scale blocks of B (when 128 % BN != 0)
+        # B scales: an N tile may straddle two (or three) 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
-        sb_row1 = b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)
+        sb_rows = [sb_row0, b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)]
+        if b_scale_blocks(BN) > 2:
+            sb_rows.append(b.scalar(Op.MIN, "sb_row2", b.scalar(Op.ADD, "sb_next2", sb_row0, 2), ceil_div(cfg.n, 128) - 1))
         for acc in accs:
             b.emit(Op.ZERO, "", acc)
         with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
-            sb0 = b.emit(Op.LOAD_SCALE, "sb0", "SFB", sb_row0, kb, type=Type(DType.f32))
-            sb1 = b.emit(Op.LOAD_SCALE, "sb1", "SFB", sb_row1, kb, type=Type(DType.f32))
+            sbs = [b.emit(Op.LOAD_SCALE, f"sb{i}", "SFB", row, kb, type=Type(DType.f32)) for i, row in enumerate(sb_rows)]
             b.emit(Op.WAIT, "", "ab", ctr)
             for w, (acc, sfa) in enumerate(zip(accs, sfas)):
                 b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, wave=wave(w))
-                b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, sb0, sb1, n0, n=BN, k=BLOCK_K,
+                b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, *sbs, n0, n=BN, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
         if XC:

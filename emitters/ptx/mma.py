@@ -103,7 +103,8 @@ def _row_scales(self: Emitter, sfa: str, sb) -> tuple[str, str]:
 
 def _straddle_splits(block_n: int) -> list[int]:
     """Where an N tile can cross a 128-row B-scale block: the column 128 - (n0 % 128), for the values
-    n0 % 128 takes (multiples of gcd(BLOCK_N, 128)) that fall inside the tile; [] if no tile straddles."""
+    n0 % 128 takes (multiples of gcd(BLOCK_N, 128)) that fall inside the tile; [] if no tile straddles.
+    A tile that reaches a third block crosses it 128 columns later."""
     if block_n % 128 == 0 or 128 % block_n == 0:
         return []
     g = math.gcd(block_n, 128)
@@ -117,21 +118,33 @@ def _split_column(self: Emitter, n0) -> str:
     return split
 
 
-def _scales(self: Emitter, sfa: str, sb0, sb1, n0, ncols: int) -> list[tuple[str, str]]:
+def _block_of(col: int, split: int) -> int:
+    """Which B-scale block (0, 1, 2 from n0's) column `col` of a tile that crosses at `split` is in."""
+    return (col >= split) + (col >= split + 128)
+
+
+def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[str, str]]:
     """Per 8-column group j: (scale of row r0, scale of row r0+8) = sfa[row] * sfb[n block of col],
     selected per group at run time when the tile crosses a B-scale block."""
     b = self.b
-    first = _row_scales(self, sfa, sb0)
+    first = _row_scales(self, sfa, sbs[0])
     if not _straddle_splits(self.k.get("block_n")):
         return [first] * (ncols // 8)
-    second = _row_scales(self, sfa, sb1)
+    later = [_row_scales(self, sfa, sb) for sb in sbs[1:]]
     split = _split_column(self, n0)
     out = []
     for j in range(ncols // 8):
-        p, x, y = b.reg("pred"), b.reg("f32"), b.reg("f32")
-        b(f"setp.lt.u32 {p}, {8 * j}, {split};")
-        b(f"selp.f32 {x}, {first[0]}, {second[0]}, {p};")
-        b(f"selp.f32 {y}, {first[1]}, {second[1]}, {p};")
+        x, y = first
+        for i, (sx, sy) in enumerate(later):        # past the i-th crossing: the next block's scale
+            p, x2, y2 = b.reg("pred"), b.reg("f32"), b.reg("f32")
+            edge = split
+            if i:
+                edge = b.reg()
+                b(f"add.u32 {edge}, {split}, {128 * i};")
+            b(f"setp.lt.u32 {p}, {8 * j}, {edge};")
+            b(f"selp.f32 {x2}, {x}, {sx}, {p};")
+            b(f"selp.f32 {y2}, {y}, {sy}, {p};")
+            x, y = x2, y2
         out.append((x, y))
     return out
 
@@ -140,19 +153,19 @@ MAX_SPLIT_ARMS = 4    # more possible split columns than this: select per column
 
 
 def _promote(self: Emitter, n: Node) -> None:
-    acc, part, sfa, sb0, sb1, n0 = n.args
+    acc, part, sfa, *sbs, n0 = n.args
     A, P = self.tile(acc), self.tile(part)
     b = self.b
     splits = _straddle_splits(self.k.get("block_n"))
     if not splits or len(splits) > MAX_SPLIT_ARMS:
-        scales = _scales(self, sfa, sb0, sb1, n0, 2 * len(A))
+        scales = _scales(self, sfa, sbs, n0, 2 * len(A))
         for v in range(len(A)):
             b(f"fma.rn.f32 {A[v]}, {P[v]}, {scales[v // 4][(v // 2) % 2]}, {A[v]};")
         return
     # the tile crosses a B-scale block at one of a few columns, fixed for the tile: one branch arm
     # per split column, in which every column group's scale is known at compile time (measured: the
     # per-group selects cost 128x192 tiles 20% of their speed)
-    first, second = _row_scales(self, sfa, sb0), _row_scales(self, sfa, sb1)
+    row_scales = [_row_scales(self, sfa, sb) for sb in sbs]
     split = _split_column(self, n0)
     done = b.label("promote_done")
     arms = [(b.label(f"promote_split{c}"), c) for c in splits]
@@ -165,16 +178,16 @@ def _promote(self: Emitter, n: Node) -> None:
     for lab, c in arms + [(whole, len(A) * 2)]:
         b.put_label(lab)
         for v in range(len(A)):
-            s = first if 8 * (v // 4) < c else second
+            s = row_scales[min(_block_of(8 * (v // 4), c), len(row_scales) - 1)]
             b(f"fma.rn.f32 {A[v]}, {P[v]}, {s[(v // 2) % 2]}, {A[v]};")
         b(f"bra.uni {done};")
     b.put_label(done)
 
 
 def _scale(self: Emitter, n: Node) -> None:
-    acc, sfa, sb0, sb1, n0 = n.args
+    acc, sfa, *sbs, n0 = n.args
     A = self.tile(acc)
-    scales = _scales(self, sfa, sb0, sb1, n0, 2 * len(A))
+    scales = _scales(self, sfa, sbs, n0, 2 * len(A))
     for v in range(len(A)):
         self.b(f"mul.f32 {A[v]}, {A[v]}, {scales[v // 4][(v // 2) % 2]};")
 
