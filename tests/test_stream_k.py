@@ -9,8 +9,8 @@ import torch
 from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
 from dgir.ir import Op
 from dgir.ops import OpError
-from dgir.ops.fp8_gemm import (Fp8GemmConfig, check_config, kernel_grid, lower, stream_k_piece_counts,
-                               stream_k_split, workspace_shapes)
+from dgir.ops import stream_k
+from dgir.ops.fp8_gemm import Fp8GemmConfig, check_config, kernel_grid, lower, workspace_shapes
 from dgir.pipeline import pipeline, run_pipeline
 
 # (m, n, k, block_m, block_n, stages, num_sms, cluster, multicast, pieces the partial round is cut in)
@@ -43,7 +43,7 @@ def test_stream_k_is_exact_through_every_pass(m, n, k, bm, bn, stages, sms, clus
     run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append(ev.after)], verify_each=True)
     walkers = kernel_grid(dict(stages_ir[-1].attrs), m) // cluster
     tiles = -(-m // (bm * (cluster if mc == "B" else 1))) * (-(-n // bn) // (cluster if mc == "A" else 1))
-    assert stream_k_split(tiles, walkers, -(-k // 128))[1] == pieces
+    assert stream_k.split(tiles, walkers, -(-k // 128))[1] == pieces
     ref, first = None, None
     for kern in (stages_ir[0], stages_ir[-1]):
         ins, out = _run(kern, m, n, k)
@@ -70,11 +70,11 @@ def test_stream_k_sum_has_the_same_bits_whoever_gathers():
 
 def test_stream_k_piece_choice():
     """P: a divisor of the K blocks with pieces of >= 2 blocks, the fewest rounds of pieces per tile."""
-    assert stream_k_piece_counts(56) == [2, 4, 7, 8]
-    assert stream_k_piece_counts(5) == []                 # no equal cut: whole tiles only
-    assert stream_k_split(176, 66, 56) == (132, 4)        # 44 tiles left: 3 rounds of quarter tiles
-    assert stream_k_split(132, 66, 56) == (132, 1)        # whole rounds
-    assert stream_k_split(112, 132, 128) == (0, 1)        # one partial round that no cut shortens
+    assert stream_k.piece_counts(56) == [2, 4, 7, 8]
+    assert stream_k.piece_counts(5) == []                 # no equal cut: whole tiles only
+    assert stream_k.split(176, 66, 56) == (132, 4)        # 44 tiles left: 3 rounds of quarter tiles
+    assert stream_k.split(132, 66, 56) == (132, 1)        # whole rounds
+    assert stream_k.split(112, 132, 128) == (0, 1)        # one partial round that no cut shortens
 
 
 def test_stream_k_config_rules():

@@ -17,7 +17,8 @@ from dataclasses import asdict, dataclass
 
 from ..builder import Builder
 from ..ir import DType, Node, Op, Type
-from . import OpError, Operator, register_operator
+from . import OpError, Operator, register_operator, stream_k
+from .stream_k import split as stream_k_split
 
 BLOCK_K = 128                    # one FP8 scale block along K
 SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
@@ -36,10 +37,6 @@ def align(a: int, b: int) -> int:
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 LATE_FIELDS = {"stream_k": False}      # Fp8GemmConfig fields left out of key() at their default
-# stream-K: at most this many walkers share one tile's K blocks (the workspace holds one FP32 plane
-# of M x N per piece; the reduction loads every plane of a tile)
-STREAM_K_MAX_PIECES = 8
-STREAM_K_MAX_ROUNDS = 4      # rounds of pieces: bounds the workspace by 4 * walkers pieces
 
 
 @dataclass(frozen=True)
@@ -161,25 +158,6 @@ def walked_tiles(attrs, m: int) -> int:
     if C > 1 and mc == "B":
         return ceil_div(m_blocks, C) * n_blocks
     return m_blocks * (n_blocks // C if C > 1 else n_blocks)
-
-
-def stream_k_piece_counts(k_blocks: int) -> list[int]:
-    """The piece counts a stream-K walk may cut a tile into: divisors of its K blocks (equal pieces
-    keep the ring counter contiguous), pieces of >= 2 blocks, at most STREAM_K_MAX_PIECES."""
-    return [p for p in range(2, STREAM_K_MAX_PIECES + 1) if k_blocks % p == 0 and k_blocks // p >= 2]
-
-
-def stream_k_split(tiles: int, walkers: int, k_blocks: int) -> tuple[int, int]:
-    """(whole tiles walked first, pieces per remaining tile) - the host's copy of the arithmetic
-    `lower` emits (stream_k_walk): P minimises rounds of pieces per tile, ceil(R * P / G) / P,
-    taking a larger P only for >= 5% fewer and within STREAM_K_MAX_ROUNDS rounds."""
-    rest = tiles % walkers
-    P, best = 1, -(-rest // walkers)
-    for cand in stream_k_piece_counts(k_blocks):
-        r = -(-rest * cand // walkers)
-        if r * 100 * P < best * 95 * cand and r <= STREAM_K_MAX_ROUNDS:
-            P, best = cand, r
-    return tiles - rest, P
 
 
 def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
@@ -510,67 +488,6 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     KBS = cfg.k_blocks_per_split
 
-    def sel(b: Builder, c, x, y, name: str):
-        """c ? x : y for c in {0, 1}, in the IR's integer ops (no select op: y + c * (x - y))."""
-        return b.scalar(Op.ADD, name, y, b.scalar(Op.MUL, name + "_c", c, b.scalar(Op.SUB, name + "_d", x, y)))
-
-    def stream_k_walk(b: Builder):
-        """The walker's segments (stream_k).  T tiles of the walked grid, G walkers:
-            the first D = T - T % G tiles are whole rounds, walked round-robin (t = walker + j * G);
-            the R = T % G tiles left (a partial round: G - R walkers would idle) are cut into P
-                 equal K pieces, P the divisor of KBS (<= STREAM_K_MAX_PIECES) with the fewest
-                 rounds of pieces per tile (by >= 5%, else 1: no cut), and the R * P pieces walked
-                 round-robin piece-major (unit v: piece v / R of tile D + v % R), so the walkers of
-                 a round read the same K range, as in the whole rounds (L2 reuse).
-        The ring counter runs on over both (dp * KBS + s * L).  Returns what segment_coords needs."""
-        clustered = CL > 1
-        bid = b.scalar(Op.SREG, "bid", which="cluster_id" if clustered else "block_id")
-        G = b.scalar(Op.SREG, "gsz", which="cluster_count" if clustered else "grid_size")
-        M = b.scalar(Op.DIM, "M", "A", axis=0)
-        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
-        T = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks)
-        R = b.scalar(Op.MOD, "rest", T, G)
-        D = b.scalar(Op.SUB, "dp_tiles", T, R)
-        dp = b.scalar(Op.DIV, "dp_rounds", D, G)
-        P, best_r = 1, b.scalar(Op.CEILDIV, "rounds1", R, G)
-        for cand in stream_k_piece_counts(KBS):
-            r = b.scalar(Op.CEILDIV, f"rounds{cand}", b.scalar(Op.MUL, f"units{cand}", R, cand), G)
-            # r / cand < 0.95 best_r / P (cross-multiplied), within STREAM_K_MAX_ROUNDS rounds of pieces
-            fewer = b.scalar(Op.LT, f"fewer{cand}", b.scalar(Op.MUL, f"lhs{cand}", b.scalar(Op.MUL, f"r100_{cand}", r, 100), P),
-                             b.scalar(Op.MUL, f"rhs{cand}", best_r, 95 * cand))
-            take = b.scalar(Op.MUL, f"take{cand}", fewer, b.scalar(Op.LT, f"few_rounds{cand}", r, STREAM_K_MAX_ROUNDS + 1))
-            P = sel(b, take, cand, P, f"pieces{cand}")
-            best_r = sel(b, take, r, best_r, f"best{cand}")
-        if isinstance(P, int):          # KBS has no divisor to cut by: whole tiles only
-            P = b.scalar(Op.ADD, "pieces", 0, 1)
-        L = b.scalar(Op.DIV, "piece_blocks", KBS, P)
-        units = b.scalar(Op.MUL, "sk_units", R, P)
-        n_sk = b.scalar(Op.CEILDIV, "sk_segments", b.scalar(Op.SUB, "sk_left", units, b.scalar(Op.MIN, "sk_first", bid, units)), G)
-        segs = b.scalar(Op.ADD, "segments", dp, n_sk)
-        fills = b.scalar(Op.ADD, "fills", b.scalar(Op.MUL, "dp_fills", dp, KBS), b.scalar(Op.MUL, "sk_fills", n_sk, L))
-        R1 = b.scalar(Op.ADD, "rest1", R, b.scalar(Op.LT, "no_rest", R, 1))      # max(R, 1): a divisor
-        return dict(bid=bid, G=G, mblocks=mblocks, D=D, dp=dp, P=P, L=L, R1=R1, segs=segs, fills=fills)
-
-    def segment_coords(b: Builder, j, w: dict):
-        """(ring counter base, first and end K block, output tile, whole tile?, compact workspace
-        slot of the tile's piece 0, piece) of segment j."""
-        is_sk = b.scalar(Op.SUB, "is_sk", 1, b.scalar(Op.LT, "is_dp", j, w["dp"]))
-        s = b.scalar(Op.SUB, "s", j, w["dp"])
-        v = b.scalar(Op.ADD, "unit", w["bid"], b.scalar(Op.MUL, "unit_off", s, w["G"]))
-        piece = b.scalar(Op.DIV, "piece", v, w["R1"])
-        tt = b.scalar(Op.SUB, "rest_tile", v, b.scalar(Op.MUL, "rest_row", piece, w["R1"]))
-        t = sel(b, is_sk, b.scalar(Op.ADD, "t_sk", w["D"], tt),
-                b.scalar(Op.ADD, "t_dp", w["bid"], b.scalar(Op.MUL, "t_off", j, w["G"])), "t")
-        k0 = b.scalar(Op.MUL, "piece_k0", piece, w["L"])
-        kb0 = b.scalar(Op.MUL, "kb_first", is_sk, k0)
-        kb1 = sel(b, is_sk, b.scalar(Op.ADD, "piece_k1", k0, w["L"]), KBS, "kb_end")
-        # the counter of K block kb is base + kb: dp * KBS + s * L at the piece's first block
-        sk_base = b.scalar(Op.SUB, "sk_base", b.scalar(Op.ADD, "sk_base0", b.scalar(Op.MUL, "dp_base", w["dp"], KBS),
-                                                      b.scalar(Op.MUL, "sk_off", s, w["L"])), k0)
-        base = sel(b, is_sk, sk_base, b.scalar(Op.MUL, "kb_base", j, KBS), "ctr_base")
-        full = b.scalar(Op.SUB, "full", 1, b.scalar(Op.MUL, "cut", is_sk, b.scalar(Op.LT, "is_cut", w["L"], KBS)))
-        slot0 = b.scalar(Op.MUL, "slot0", tt, w["P"])
-        return base, kb0, kb1, t, full, (slot0, piece)
 
     def tile_coords(b: Builder, li, bid, gsz, mblocks):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
@@ -609,10 +526,11 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         of the plain walk (one segment = one tile, or one K slice of a split tile), or the stream-K
         walk."""
         if STK:
-            w = stream_k_walk(b)
+            w = stream_k.walk(b, block_rows=BM * (CL if pair_m else 1), grid_n_blocks=grid_n_blocks,
+                              k_blocks=KBS, clustered=CL > 1)
 
             def coords(li):
-                base, k_first, k_end, t, full, cut = segment_coords(b, li, w)
+                base, k_first, k_end, t, full, cut = stream_k.segment(b, li, w, KBS)
                 m0, n0 = tile_origin(b, t, w["mblocks"])
                 return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
                             full=full, cut=cut, pieces=w["P"])
@@ -707,16 +625,16 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                                      b.scalar(Op.MUL, "slot0_rank", rank, pieces))
                 slot = b.scalar(Op.ADD, "slot", slot0, piece)
                 others = b.emit(Op.SPLIT_PEEK, "others_in", "LOCKS", lock, pieces, type=Type(DType.i32),
-                                splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
+                                splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
                 with b.region(Op.IF, "", others, negate=True, role="store"):
                     for w, acc in enumerate(accs):
                         b.emit(Op.SPLIT_STORE, "", "W", acc, slot, m0, n0, role="store", wave=wave(w), compact=True)
                 last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, others, type=Type(DType.i32),
-                              splits=STREAM_K_MAX_PIECES, role="store", flag="split_flag")
+                              splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
                 with b.region(Op.IF, "", last, role="store"):
                     for w, acc in enumerate(accs):
                         b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, slot0, role="store", wave=wave(w),
-                               splits=STREAM_K_MAX_PIECES)
+                               splits=stream_k.MAX_PIECES)
                     b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
                     _tma_epilogue(b, accs, W, wave, n0, m0)
         elif tma_epilogue:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from dgir.ir import Node
 
-from .epilogue import _fragment_rows_cols, _global_ptr, _store_bf16_pair, ordered_sum
+from .epilogue import _fragment_rows_cols, _global_ptr, _store_bf16_pair
+from .split import ordered_sum
 
 if TYPE_CHECKING:
     from .emit import Emitter

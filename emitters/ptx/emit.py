@@ -12,8 +12,8 @@ from dgir.ir import SCALAR_OPS, Node, Op, async_filled_rings, tma_filled_rings
 from .arith import emit_udiv, emit_urem
 from .builder import PtxBuilder
 from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _wait
-from .epilogue import (_split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store, _stage_out,
-                       _store_direct, _sync, _tma_store, _tma_store_wait)
+from .epilogue import _stage_out, _store_direct, _sync, _tma_store, _tma_store_wait
+from .split import _split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store
 from .errors import EmitError
 from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
 from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
