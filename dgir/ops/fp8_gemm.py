@@ -208,7 +208,9 @@ def check(m: int, n: int, k: int) -> None:
 
 
 def legal_block_ns(n: int) -> list[int]:
-    """wgmma N in steps of 8; above 128 only sizes whose B-scale split is regular (DeepGEMM's rule)."""
+    """The BLOCK_N the model proposes: wgmma N in steps of 8; above 128 only sizes whose tiles touch at
+    most two B-scale blocks (DeepGEMM's rule).  Sizes that reach a third block are legal
+    (check_config) but not proposed: 128x176 measured no faster than 128x192 (bench/TUNING.md step 37)."""
     out = []
     for bn in range(16, 193, 8):
         if bn > 128 and not (bn % (bn - 128) == 0 or 128 % (bn - 128) == 0):
