@@ -35,7 +35,9 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # the M between the issue's rows (256..2048) and M=4097: model candidates, neighbours' configs
            + [f"results/raw/tune{i}_exp.json" for i in (42, 43)]
            # 128x128 against the tuned configs after the warpgroup-index broadcast (step 31)
-           + ["results/raw/tune51_exp.json"])
+           + ["results/raw/tune51_exp.json"]
+           # the K=512 small-M cells re-timed after step 31, and their repeat A/B (step 38)
+           + [f"results/raw/tune{i}_exp.json" for i in (62, 63)])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
