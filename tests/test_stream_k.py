@@ -101,3 +101,14 @@ def test_stream_k_kernel_assembles_without_spills():
         pytest.skip(f"no ptxas: {e}")
     assert res.resources.spill_stores == 0 and res.resources.spill_loads == 0
     assert res.ir.find(Op.SPLIT_GATHER) and res.ir.find(Op.SPLIT_PEEK)
+
+
+@pytest.mark.parametrize("order", ["alternate", "pingpong"])
+def test_stream_k_with_turn_taking_warpgroups(order):
+    """The math warpgroups' turn barriers stay balanced over segments of different lengths."""
+    cfg = Fp8GemmConfig(n=320, k=1024, block_m=128, block_n=64, stages=3, num_sms=6, stream_k=True, math_order=order)
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"), verify_each=True)
+    assert kern.find(Op.TURN)
+    ins, out = _run(kern, 640, 320, 1024, seed=1)
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    assert calc_diff(out["D"].double(), ref) < 1e-5 and int((~torch.isnan(out["W"])).sum()) > 0
