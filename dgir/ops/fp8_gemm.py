@@ -66,9 +66,9 @@ class Fp8GemmConfig:
                                  # group runs; "pingpong": the turn passes only when the group retired;
                                  # "together": each issues as soon as its operands are ready
     stream_k: bool = False       # the persistent walk ends in a stream-K region: whole rounds of tiles,
-                                 # then the remaining tiles' K blocks spread evenly over every walker
-                                 # (tiles cut between walkers are summed through a global workspace
-                                 # in a fixed order; see stream_k_walk)
+                                 # then the partial round's tiles cut into equal K pieces over every
+                                 # walker (summed through a global workspace in a fixed order;
+                                 # dgir/ops/stream_k.py; opt-in: slower so far, TUNING.md step 36)
 
     @property
     def math_wgs(self) -> int:
@@ -462,7 +462,6 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64, BN)))
     for name in sfas:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64,)))
-
     # wave w of math warpgroup g owns rows 64 * (w * math_wgs + g) of the tile
     wave = (lambda w: w) if W > 1 else (lambda w: None)
 
@@ -489,7 +488,6 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         return bid, gsz, mblocks, mine
 
     KBS = cfg.k_blocks_per_split
-
 
     def tile_coords(b: Builder, li, bid, gsz, mblocks):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
