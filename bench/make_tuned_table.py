@@ -37,9 +37,21 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # 128x128 against the tuned configs after the warpgroup-index broadcast (step 31)
            + ["results/raw/tune51_exp.json"]
            # the K=512 small-M cells re-timed after step 31, and their repeat A/B (step 38)
-           + [f"results/raw/tune{i}_exp.json" for i in (62, 63)])
+           + [f"results/raw/tune{i}_exp.json" for i in (62, 63)]
+           # the points 3 * 2^i between the powers of two: model's and nearest entry's configs, and a
+           # few more at the shapes below cuBLAS (step 39)
+           + [f"results/raw/tune{i}_exp.json" for i in (44, 64, 65)])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
+
+
+def on_grid(m: int) -> bool:
+    """The table's M: powers of two, and from 96 on the points 3 * 2^i between them (spec 44 timed
+    the model's and the nearest entry's configs there, spec 65 a few more).  M = 17 and 32 stay off
+    it: both <= 128, they take the nearest measured M's entry, which spec 44 checked."""
+    power = m >= 64 and m & (m - 1) == 0
+    between = m >= 96 and m % 3 == 0 and (m // 3) & (m // 3 - 1) == 0
+    return power or between
 
 
 def main():
@@ -69,9 +81,9 @@ def main():
     for (device, m, n, k), runs in sorted(timed.items()):
         if len(runs) < 2:
             continue                   # one config timed: nothing was chosen
-        if m & (m - 1):
-            continue                   # the table is a grid of powers of two in M; other M (4097, 17)
-                                       # take the nearest grid point's entry (dgir.tuning.nearest)
+        if not on_grid(m):
+            continue                   # other M (4097, 17, 32) take the nearest grid point's entry
+                                       # (dgir.tuning.nearest)
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
         orders = {o: replace(cfg, math_order=o) for o in MATH_ORDERS}
         decided = None
