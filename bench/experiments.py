@@ -47,6 +47,7 @@ VARIANTS = {
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
     "arms8": lambda: None,             # default passes, branch arms for up to 8 split columns (SplitArms)
     "arms4": lambda: None,             # default passes, branch arms for up to 4 split columns (SplitArms)
+    "arms16": lambda: None,            # default passes, branch arms for up to 16 split columns (SplitArms)
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
@@ -194,7 +195,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
     knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors, "arms8": lambda: SplitArms(8),
-            "arms4": lambda: SplitArms(4)}.get(variant_base, contextlib.nullcontext)
+            "arms4": lambda: SplitArms(4), "arms16": lambda: SplitArms(16)}.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)
