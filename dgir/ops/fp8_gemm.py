@@ -137,9 +137,15 @@ def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: 
         return split_k * max(1, min(m_blocks * n_blocks, slots))
     if cluster == 1:
         return max(1, min(m_blocks * n_blocks * split_k, num_sms * ctas_per_sm))
-    cluster_tiles = (m_blocks * (n_blocks // cluster) if multicast == "A"
-                     else ceil_div(m_blocks, cluster) * n_blocks)
-    return cluster * max(1, min(cluster_tiles, num_sms // cluster))
+    return cluster * max(1, min(cluster_tiles(m_blocks, n_blocks, cluster, multicast), num_sms // cluster))
+
+
+def cluster_tiles(m_blocks: int, n_blocks: int, cluster: int, multicast: str) -> int:
+    """Tiles of the grid a persistent walk covers: one cluster tile is `cluster` neighbouring tiles
+    along N (multicast of A) or along M (multicast of B)."""
+    if cluster == 1:
+        return m_blocks * n_blocks
+    return m_blocks * (n_blocks // cluster) if multicast == "A" else ceil_div(m_blocks, cluster) * n_blocks
 
 
 def kernel_grid(attrs, m: int) -> int:
@@ -150,28 +156,19 @@ def kernel_grid(attrs, m: int) -> int:
                            get("split_reduce") == "cluster", get("resident_clusters"), bool(get("stream_k")))
 
 
-def walked_tiles(attrs, m: int) -> int:
-    """Tiles of the grid the persistent loop walks (cluster tiles with clusters)."""
-    get = attrs.get
-    C, mc = get("cluster") or 1, get("multicast") or "A"
-    m_blocks, n_blocks = ceil_div(max(m, 1), get("block_m")), ceil_div(get("n"), get("block_n"))
-    if C > 1 and mc == "B":
-        return ceil_div(m_blocks, C) * n_blocks
-    return m_blocks * (n_blocks // C if C > 1 else n_blocks)
-
-
 def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
     """Shapes of the kernel's workspace params (split-K / stream-K partials, tile counters) for a
     launch with M = m over `grid` CTAs: "PIECES" (stream-K: one BLOCK_M x BLOCK_N plane per piece of
     a cut tile, per CTA of a cluster), "TILES" (counters: every CTA tile a cluster tile may hold,
     also one past an odd last m block) and "M" resolved."""
-    attrs = dict(kernel.attrs)
-    C = attrs.get("cluster") or 1
-    walkers = grid // C if attrs.get("split_reduce") != "cluster" else grid
-    tiles = walked_tiles(attrs, m)
-    dp, pieces = stream_k_split(tiles, max(walkers, 1), ceil_div(attrs["k"], BLOCK_K))
-    sizes = {"M": m, "PIECES": max(1, (tiles - dp) * pieces * C) if pieces > 1 else 1,
-             "TILES": (ceil_div(max(m, 1), attrs["block_m"]) + C) * ceil_div(attrs["n"], attrs["block_n"])}
+    get = kernel.get
+    C = get("cluster") or 1
+    m_blocks, n_blocks = ceil_div(max(m, 1), get("block_m")), ceil_div(get("n"), get("block_n"))
+    sizes = {"M": m, "TILES": (m_blocks + C) * n_blocks}
+    if get("stream_k"):     # a walker is a CTA or a cluster; a cut tile has one plane per piece and CTA
+        tiles = cluster_tiles(m_blocks, n_blocks, C, get("multicast") or "A")
+        dp, pieces = stream_k_split(tiles, max(grid // C, 1), ceil_div(get("k"), BLOCK_K))
+        sizes["PIECES"] = (tiles - dp) * pieces * C if pieces > 1 else 1
     return {p.name: tuple(sizes.get(d, d) for d in p.type.shape)
             for p in kernel.body if p.op is Op.PARAM and p.get("workspace")}
 
