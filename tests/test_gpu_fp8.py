@@ -192,7 +192,8 @@ def _check(d, ref):
 CLUSTER_CASES = [(4096, 7168, 2048, 256, 128, 3, "2A"), (4097, 4096, 7168, 128, 128, 5, "2A"),
                  (4096, 2112, 7168, 128, 192, 4, "2B"), (4225, 2112, 1536, 128, 160, 4, "2B"),
                  (100, 576, 7168, 64, 144, 6, "2B"), (17, 1024, 512, 64, 128, 8, "2A"),
-                 (64, 4096, 7168, 64, 32, 8, "4A"), (330, 2112, 1536, 64, 32, 8, "4B")]
+                 (64, 4096, 7168, 64, 32, 8, "4A"), (330, 2112, 1536, 64, 32, 8, "4B"),
+                 (768, 7168, 2048, 192, 112, 4, "2A"), (700, 576, 7168, 192, 96, 5, "2B")]
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,mc", CLUSTER_CASES,
@@ -220,6 +221,21 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
     m, n, k = 200, 8 * bn, 1024
     _, (d,), ref = _run_config(m, n, k, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages), "straddle-test")
     _check(d, ref)
+
+
+# BLOCK_M 192 (three math warpgroups, 512 threads): M not a multiple of 192, a tile straddling two
+# B-scale blocks, split-K over the global workspace (bitwise stable over launches)
+BM192 = [(300, 7168, 2048, 128, 4, 1), (3072, 576, 7168, 72, 5, 1), (192, 7168, 16384, 96, 5, 2),
+         (250, 2112, 7168, 64, 6, 4)]
+
+
+@pytest.mark.parametrize("m,n,k,bn,stages,sk", BM192, ids=[f"{c[0]}x{c[1]}x{c[2]}_bn{c[3]}_sk{c[5]}" for c in BM192])
+def test_three_math_warpgroups_match_reference(m, n, k, bn, stages, sk):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=192, block_n=bn, stages=stages, split_k=sk)
+    kern, outs, ref = _run_config(m, n, k, cfg, "bm192-test", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
 
 def test_autotune_times_candidates_and_records_the_winner(tmp_path, monkeypatch):

@@ -18,6 +18,10 @@ for _ in range(12):
     SAMPLED.append(Fp8GemmConfig(n=rng.choice([bn, 576, 2112, 7168]), k=k, block_m=bm, block_n=bn, stages=stages))
 SAMPLED += [Fp8GemmConfig(n=7168, k=7168, block_m=256, block_n=128, stages=3),
             Fp8GemmConfig(n=2112, k=640, block_m=256, block_n=96, stages=3)]
+# BLOCK_M 192: three math warpgroups of 152 registers (512 threads start at 128: setmaxnreg grows them)
+SAMPLED += [Fp8GemmConfig(n=7168, k=16384, block_m=192, block_n=128, stages=4),
+            Fp8GemmConfig(n=7168, k=16384, block_m=192, block_n=96, stages=5, split_k=2),
+            Fp8GemmConfig(n=576, k=7168, block_m=192, block_n=72, stages=5, cluster=2, multicast="A")]
 SAMPLED += [Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cluster=2, multicast="A"),
             Fp8GemmConfig(n=2112, k=1536, block_m=128, block_n=192, stages=4, cluster=2, multicast="B"),
             Fp8GemmConfig(n=4096, k=1024, block_m=64, block_n=32, stages=8, cluster=4, multicast="A"),
@@ -89,8 +93,11 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
 
 
 @pytest.mark.parametrize("fields,match", [
-    (dict(block_m=96), "block_m must be 64, 128 or 256"),
+    (dict(block_m=96), "block_m must be 64, 128, 192 or 256"),
     (dict(block_m=256, block_n=192), "block_m=256 needs block_n <= 128"),
+    (dict(block_m=192, block_n=144), "block_m=192 needs block_n <= 128"),
+    (dict(block_m=192, math_order="alternate"), "needs two math warpgroups"),
+    (dict(block_m=192, block_n=112, split_k=2), "block_m=192 with split_k > 1 needs block_n <= 96"),
     (dict(block_n=180), "block_n must be a multiple of 8"),
     (dict(split_k=5), "split_k=5 must divide the 8 K blocks"),
     (dict(cluster=3), "cluster must be 1, 2 or 4"),

@@ -43,7 +43,8 @@ LATE_FIELDS = {"stream_k": False}      # Fp8GemmConfig fields left out of key() 
 class Fp8GemmConfig:
     n: int
     k: int
-    block_m: int = 128           # 64 per math warpgroup
+    block_m: int = 128           # 64, 128, 192: 64 rows per math warpgroup; 256: two 64-row waves
+                                 # on each of two math warpgroups
     block_n: int = 128           # multiple of 8, wgmma N
     stages: int = 4
     num_sms: int = NUM_SMS
@@ -72,7 +73,10 @@ class Fp8GemmConfig:
 
     @property
     def math_wgs(self) -> int:
-        return min(self.block_m // 64, 2)
+        """Math warpgroups: one per 64 rows up to three (BLOCK_M 192: 512 threads, ~152 registers
+        each); BLOCK_M 256 has two, each computing two waves (a third and fourth warpgroup would
+        leave 120 registers: not enough for a 64x128 accumulator and its partial)."""
+        return 2 if self.block_m == 256 else self.block_m // 64
 
     @property
     def waves(self) -> int:
@@ -348,10 +352,17 @@ def b_scale_blocks(block_n: int) -> int:
 
 def check_config(cfg: Fp8GemmConfig) -> None:
     """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
-    if cfg.block_m not in (64, 128, 256):
-        raise OpError(f"fp8_gemm_nt: block_m must be 64, 128 or 256 (64-row slices per math warpgroup), got {cfg.block_m}")
+    if cfg.block_m not in (64, 128, 192, 256):
+        raise OpError(f"fp8_gemm_nt: block_m must be 64, 128, 192 or 256 (64-row slices per math warpgroup), "
+                      f"got {cfg.block_m}")
     if cfg.block_m == 256 and cfg.block_n > 128:
         raise OpError(f"fp8_gemm_nt: block_m=256 needs block_n <= 128 (two accumulators per thread), got {cfg.block_n}")
+    if cfg.block_m == 192 and cfg.block_n > 128:
+        raise OpError(f"fp8_gemm_nt: block_m=192 needs block_n <= 128 (three math warpgroups get 152 registers "
+                      f"each: a wider accumulator and its partial spill), got {cfg.block_n}")
+    if cfg.block_m == 192 and cfg.split_k > 1 and cfg.block_n > 96:
+        raise OpError(f"fp8_gemm_nt: block_m=192 with split_k > 1 needs block_n <= 96 (the partial store's "
+                      f"addressing spills at 152 registers per thread beyond), got {cfg.block_n}")
     if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
         raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
     if cfg.stages < 1:
@@ -390,7 +401,7 @@ def check_config(cfg: Fp8GemmConfig) -> None:
         raise OpError(f"fp8_gemm_nt: math_order must be one of {', '.join(map(repr, MATH_ORDERS))}, "
                       f"got {cfg.math_order!r}")
     if cfg.math_order != "together" and cfg.math_wgs != 2:
-        raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two math warpgroups (block_m >= 128), "
+        raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two math warpgroups (block_m 128 or 256), "
                       f"got block_m={cfg.block_m}")
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")

@@ -213,7 +213,11 @@ class Emitter:
         roles = set(r.get("roles"))
         regs = r.get("regs")
         if regs is not None:
-            b(f"setmaxnreg.{'dec' if regs <= 168 else 'inc'}.sync.aligned.u32 {regs};")
+            # the kernel starts with at most the register file's share per thread (ptxas's cap for
+            # .maxntid, 255 at most): budgets above it grow, budgets at or below shrink
+            share = 65536 // (self.k.get("ctas_per_sm") or 1) // self.k.get("threads")
+            launch_cap = min(share, 255) // 8 * 8
+            b(f"setmaxnreg.{'dec' if regs <= launch_cap else 'inc'}.sync.aligned.u32 {regs};")
         self.wg_local = b.reg()
         self.n_wgs = len(r.get("ids"))
         b(f"sub.u32 {self.wg_local}, {self.wg}, {r.get('ids')[0]};")
