@@ -41,7 +41,9 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # the points 3 * 2^i between the powers of two: model's and nearest entry's configs, a few
            # more at the shapes below cuBLAS, and the API's configs as timed for the coverage report
            # (more samples of the same configs: a two-config choice from one file was not enough)
-           + [f"results/raw/tune{i}_exp.json" for i in (44, 50, 52, 64, 65, 66)])
+           + [f"results/raw/tune{i}_exp.json" for i in (44, 50, 52, 64, 65, 66)]
+           # 192-row tiles (three math warpgroups) against the API's configs and cuBLAS (step 41)
+           + [f"results/raw/tune{i}_exp.json" for i in (68, 69)])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 

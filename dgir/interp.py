@@ -967,25 +967,29 @@ class _Machine:
                            lambda: f"sync #{key[1]} of its warpgroup region: {arr[key]}/{need} warpgroups arrived")
 
     def _turn(self, t: _Task, n: Node):
-        """Two named barriers, one per warpgroup: `pass` arrives on the other one's, `wait` syncs on
-        one's own (a bar.arrive / bar.sync pair of 256 threads).  A barrier may run at most one
-        generation ahead: a second pass before the matching wait would mix generations (RaceError);
-        every pass must be waited for before the warpgroups end (checked at the end of the region)."""
-        if t.n_wgs != 2:
-            raise InterpError(f"turn needs a region of exactly two warpgroups, this one has {t.n_wgs}")
+        """One named barrier per warpgroup, in a ring: `pass` arrives on the next one's, `wait` syncs
+        on one's own (a bar.arrive / bar.sync pair of 256 threads); `prime` (the last warpgroup)
+        gives warpgroup 0 the first turn, `drain` (warpgroup 0) takes the last one's final pass.  A
+        barrier may run at most one generation ahead: a second pass before the matching wait would
+        mix generations (RaceError); every pass must be waited for before the warpgroups end (checked
+        at the end of the region)."""
+        N = t.n_wgs
+        if N < 2:
+            raise InterpError(f"turn needs a region of two or more warpgroups, this one has {N}")
         step, me = n.get("step"), t.wg_local
-        mine, other = t.cta.turns.setdefault((t.region, me), [0, 0]), t.cta.turns.setdefault((t.region, 1 - me), [0, 0])
-        if step in ("prime", "drain") and me != (1 if step == "prime" else 0):
-            return                                          # the other warpgroup's step
+        nxt, prev = (me + 1) % N, (me - 1) % N
+        mine, succ = t.cta.turns.setdefault((t.region, me), [0, 0]), t.cta.turns.setdefault((t.region, nxt), [0, 0])
+        if step in ("prime", "drain") and me != (N - 1 if step == "prime" else 0):
+            return                                          # another warpgroup's step
         if step in ("pass", "prime"):
-            if other[0] > other[1]:
-                raise RaceError(f"turn {step}: warpgroup {1 - me} has not taken the previous turn yet "
+            if succ[0] > succ[1]:
+                raise RaceError(f"turn {step}: warpgroup {nxt} has not taken the previous turn yet "
                                 f"(its barrier would run two generations ahead)")
-            other[0] += 1
+            succ[0] += 1
         elif step in ("wait", "drain"):
             k = mine[1] + 1
             if mine[0] < k:
-                yield _Blocker(lambda: mine[0] >= k, lambda: f"turn {step}: waiting for warpgroup {1 - me}'s pass #{k}")
+                yield _Blocker(lambda: mine[0] >= k, lambda: f"turn {step}: waiting for warpgroup {prev}'s pass #{k}")
             mine[1] = k
         else:
             raise InterpError(f"turn: unknown step {step!r}")

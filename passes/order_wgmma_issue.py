@@ -1,4 +1,4 @@
-"""order_wgmma_issue: the two math warpgroups issue their wgmma groups in strict alternation."""
+"""order_wgmma_issue: the math warpgroups issue their wgmma groups in strict rotation."""
 from __future__ import annotations
 
 from dgir.ir import Node, Op, map_bodies
@@ -7,15 +7,17 @@ from . import Pass
 
 
 class OrderWgmmaIssue(Pass):
-    """A scheduling pass for kernels whose math region has two warpgroups (BLOCK_M 128 / 256): each
-    wgmma group (one `wgmma` op: fence, the K steps, commit) is preceded by `turn [step=wait]` and
-    followed by `turn [step=pass]`, so warpgroup 0 issues its group, then warpgroup 1, then 0 again.
+    """A scheduling pass for kernels whose math region has two or three warpgroups (BLOCK_M 128, 192,
+    256): each wgmma group (one `wgmma` op: fence, the K steps, commit) is preceded by
+    `turn [step=wait]` and followed by `turn [step=pass]`, so warpgroup 0 issues its group, then
+    warpgroup 1 (then 2), then 0 again.
     Without it both warpgroups can issue at once; if the tensor cores then share their work
     between the two groups, both finish together and both promote together while the tensor cores
     idle.  With strict issue alternation, one warpgroup's promotion FFMAs run while the other's group
     executes (CUTLASS's "ping-pong" idea, here per wgmma group instead of per tile).
     `turn [step=prime]` at the top hands warpgroup 0 the first turn, `turn [step=drain]` at the end
-    takes warpgroup 1's last pass, so both named barriers end balanced (the interpreter checks that).
+    takes the last warpgroup's last pass, so every named barrier ends balanced (the interpreter
+    checks that).
 
     `math_order="pingpong"` passes the turn only once the group has retired (after the
     `wgmma_wait [pending=0]` that follows it in the same body; a group retired elsewhere, e.g. the
@@ -39,7 +41,7 @@ class OrderWgmmaIssue(Pass):
         take_turns = self.pass_after_retire if order == "pingpong" else self.pass_after_issue
         body = []
         for r in kernel.body:
-            if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) == 2:
+            if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()) and len(r.get("ids", ())) >= 2:
                 r = map_bodies(r, lambda parent, b: take_turns(b))
                 r = r.with_body([turn("prime")] + list(r.body) + [turn("drain")])
             body.append(r)

@@ -543,7 +543,7 @@ def test_cluster_kernel_runs_clean_over_seeds():
     assert _run_seeds(_cluster_kernel()) == []
 
 
-# --- turns (order_wgmma_issue): the two math warpgroups alternate; unbalanced turns are caught -------
+# --- turns (order_wgmma_issue): the math warpgroups take turns; unbalanced turns are caught ---------
 def _pingpong_kernel(bm=128, order="alternate"):
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
     from dgir.pipeline import pipeline, run_pipeline
@@ -560,7 +560,8 @@ def test_math_order_together_gets_no_turns():
     assert _pingpong_kernel().name.endswith("_alt")
 
 
-@pytest.mark.parametrize("bm,order", [(128, "alternate"), (256, "alternate"), (128, "pingpong"), (256, "pingpong")])
+@pytest.mark.parametrize("bm,order", [(128, "alternate"), (256, "alternate"), (128, "pingpong"), (256, "pingpong"),
+                                      (192, "alternate"), (192, "pingpong")])   # 192: a ring of three
 def test_turns_alternate_and_keep_the_result(bm, order):
     kern = _pingpong_kernel(bm, order)
     steps = [n.get("step") for n in kern.walk() if n.op is Op.TURN]
@@ -573,8 +574,9 @@ def test_turns_alternate_and_keep_the_result(bm, order):
         assert torch.equal(run_kernel(kern, ins, seed=seed)["D"].view(torch.int16), ref.view(torch.int16))
 
 
-def test_turn_without_drain_or_pass_is_caught():
-    kern = _pingpong_kernel()
+@pytest.mark.parametrize("bm", [128, 192])
+def test_turn_without_drain_or_pass_is_caught(bm):
+    kern = _pingpong_kernel(bm)
     ins = fp8_gemm_inputs(256, 256, 512, seed=2)
     ins.pop("D")
     no_drain = _strip(kern, lambda n: n.op is Op.TURN and n.get("step") == "drain")

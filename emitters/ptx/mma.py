@@ -192,23 +192,33 @@ def _scale(self: Emitter, n: Node) -> None:
         self.b(f"mul.f32 {A[v]}, {A[v]}, {scales[v // 4][(v // 2) % 2]};")
 
 
-TURN_BARRIER = 13     # named barriers 13 (warpgroup 0's turn) and 14 (warpgroup 1's); 0-2 and 15 are taken
+def turn_barrier_base(n_wgs: int) -> int:
+    """Named barriers 15 - n_wgs .. 14, one per warpgroup's turn (13, 14 for two warpgroups): 0 is the
+    CTA's, 1..n_wgs the warpgroups' own (SYNC), 15 the split-K epilogue's."""
+    return 15 - n_wgs
 
 
 def _turn(self: Emitter, n: Node) -> None:
-    """Two warpgroups take turns: `wait` syncs on my barrier, `pass` arrives on the other's (256 threads
-    each: 128 arrive, 128 sync); `prime` (warpgroup 1 only) and `drain` (warpgroup 0 only) balance the
-    first and the last pass."""
+    """The warpgroups take turns in a ring: `wait` syncs on my barrier, `pass` arrives on the next
+    one's (256 threads each: 128 arrive, 128 sync); `prime` (the last warpgroup, warpgroup 0's
+    predecessor) and `drain` (warpgroup 0) balance the first and the last pass."""
     b = self.b
-    step = n.get("step")
+    step, N = n.get("step"), self.n_wgs
+    base = turn_barrier_base(N)
     bar = b.reg()
     if step in ("wait", "pass"):
         if step == "wait":
-            b(f"add.u32 {bar}, {self.wg_local}, {TURN_BARRIER};")
-        else:
-            b(f"sub.u32 {bar}, {TURN_BARRIER + 1}, {self.wg_local};")
+            b(f"add.u32 {bar}, {self.wg_local}, {base};")
+        elif N == 2:
+            b(f"sub.u32 {bar}, {base + 1}, {self.wg_local};")
+        else:                       # (wg + 1) mod N
+            last = b.reg("pred")
+            b(f"add.u32 {bar}, {self.wg_local}, 1;")
+            b(f"setp.eq.u32 {last}, {bar}, {N};")
+            b(f"selp.u32 {bar}, 0, {bar}, {last};")
+            b(f"add.u32 {bar}, {bar}, {base};")
         b(f"bar.{'sync' if step == 'wait' else 'arrive'} {bar}, 256;")
         return
     p = b.reg("pred")
-    b(f"setp.eq.u32 {p}, {self.wg_local}, {1 if step == 'prime' else 0};")
-    b(f"@{p} bar.{'arrive' if step == 'prime' else 'sync'} {TURN_BARRIER}, 256;")
+    b(f"setp.eq.u32 {p}, {self.wg_local}, {N - 1 if step == 'prime' else 0};")
+    b(f"@{p} bar.{'arrive' if step == 'prime' else 'sync'} {base}, 256;")
