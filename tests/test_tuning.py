@@ -77,16 +77,18 @@ def test_an_unmeasured_m_takes_the_entry_of_a_near_measured_m():
     assert api(4097) == api(5000) == _shipped(4096, 7168, 16384)
     assert api(17) == api(1) == _shipped(64, 7168, 16384) and api(120) == _shipped(128, 7168, 16384)
     assert api(600) == _shipped(512, 7168, 16384) and api(900) == _shipped(1024, 7168, 16384)
-    for m in (700, 3000, 8191, 100000):
+    assert api(700) == _shipped(768, 7168, 16384) and api(3000) == _shipped(3072, 7168, 16384)
+    for m in (8191, 100000):       # past 1.25x the largest grid point (6144)
+        assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, m, 7168, 16384) is None
         assert api(m) == model(m)
     assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) is None
     # a user entry at an M of its own is a grid point like the shipped ones
     from dataclasses import asdict
     mine = Fp8GemmConfig(n=7168, k=16384, block_m=64, block_n=64, stages=4)
-    tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 3000, "n": 7168, "k": 16384,
+    tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 2600, "n": 7168, "k": 16384,
                    "config": asdict(mine), "us": 5.0, "source": "test"})
     deep_gemm._config_for.cache_clear()
-    assert api(3100) == mine and api(3600) == model(3600)
+    assert api(2650) == mine and api(2900) == _shipped(3072, 7168, 16384)   # 3072 is nearer than 2600
 
 
 def test_user_cache_wins_and_stale_entries_are_skipped():

@@ -237,7 +237,7 @@ def tc_efficiency(block_m: int, block_n: int) -> float:
     e = TC_EFFICIENCY.get((block_m, block_n))
     if e is None:   # unmeasured: interpolate on BLOCK_N (smaller tiles pay more issue/promotion overhead)
         e = 0.485 * min(1.0, block_n / 128) ** 0.6 * (0.87 if block_n > 128 else 1.0)
-        e *= {64: 0.85, 128: 1.0, 256: 1.05}[block_m]
+        e *= {64: 0.85, 128: 1.0, 192: 1.0, 256: 1.05}[block_m]
         if 128 % block_n:           # tiles straddling two B-scale blocks pay per-column scale selects
             e *= 0.82
     return e
@@ -308,9 +308,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
     the tuned table chooses it where measured."""
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
-    for bm in (64, 128, 256):
+    for bm in (64, 128, 192, 256):
         for bn in legal_block_ns(n):
-            if bm == 256 and (bn > 128 or m <= 128):
+            if bm >= 192 and (bn > 128 or m <= 128):
                 continue
             tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
             for occ in ((1, 2) if bm == 64 else (1,)):
@@ -318,6 +318,8 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
                 if stages < (3 if occ == 1 else 2):
                     continue
                 for sk in (splits if tiles < num_sms * occ else [1]):
+                    if sk > 1 and bm == 192 and bn > 96:
+                        continue       # check_config: spills
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
                     if sk == 1 and occ == 1 and tiles >= 2 * num_sms:

@@ -21,7 +21,7 @@ PIPELINE = [
     # persistent loop: the next tile's first wgmma is issued before this tile's epilogue, so the
     # tensor cores work while the accumulators are converted and stored (one-partial k-loops)
     overlap_epilogue.PASS,
-    # schedule (data, from the config's math_order): the two math warpgroups take turns issuing
+    # schedule (data, from the config's math_order): the math warpgroups take turns issuing
     # their wgmma groups, so one promotes while the other's group runs (kernels that ask for it)
     order_wgmma_issue.PASS,
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
