@@ -32,11 +32,12 @@ SOURCES = ["results/raw/tune42_exp.json", "results/raw/tune43_exp.json", "result
            "results/raw/tune68_exp.json", "results/raw/tune69_exp.json", "results/raw/tune70_exp.json"]
 # the API's config and cuBLAS, side by side; a later run replaces an earlier one's shapes (spec 52:
 # the four shapes whose tuned entry spec 51 changed; spec 64: the N=32768 K=512 shapes step 38 changed;
-# spec 66: the shapes whose entry step 39 added; specs 68-70: the 192-row tiles of step 41).  A row
-# counts only while its config is the API's pick.
+# spec 66: the shapes whose entry step 39 added; specs 68-70: the 192-row tiles of step 41; spec 71:
+# every entry step 41 moved, re-timed after the choice).  A row counts only while its config is the
+# API's pick.
 API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "results/raw/tune64_exp.json",
             "results/raw/tune66_exp.json", "results/raw/tune68_exp.json", "results/raw/tune69_exp.json",
-            "results/raw/tune70_exp.json"]
+            "results/raw/tune70_exp.json", "results/raw/tune71_exp.json"]
 
 
 def collect():
