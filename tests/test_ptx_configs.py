@@ -98,6 +98,7 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     (dict(block_m=192, block_n=144), "block_m=192 needs block_n <= 128"),
     (dict(block_m=64, math_order="alternate"), "needs two or more math warpgroups"),
     (dict(block_m=192, block_n=112, split_k=2), "block_m=192 with split_k > 1 needs block_n <= 96"),
+    (dict(block_m=192, block_n=120), "block_m=192 cannot take block_n=120"),
     (dict(block_n=180), "block_n must be a multiple of 8"),
     (dict(split_k=5), "split_k=5 must divide the 8 K blocks"),
     (dict(cluster=3), "cluster must be 1, 2 or 4"),
@@ -155,3 +156,23 @@ def test_descriptor_steps_by_low_word_adds_assemble(monkeypatch):
     res = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=cfg)
     assert "add.s64" not in res.ptx.split("wgmma.fence")[1].split("wgmma.commit_group")[0]
     assert res.resources.spill_stores == 0 and not [w for w in res.warnings if "C7514" in w]
+
+
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_three_warpgroup_widths_that_check_config_accepts_do_not_spill(split_k):
+    """BLOCK_M 192 (152 registers per thread): every BLOCK_N that check_config lets through assembles
+    without spills (the rejected ones spilled: dgir.ops.fp8_gemm.three_warpgroup_spill)."""
+    from dgir.ops import OpError
+    from dgir.ops.fp8_gemm import check_config
+    accepted = []
+    for bn in range(8, 129, 8):
+        cfg = Fp8GemmConfig(n=40 * bn, k=2048, block_m=192, block_n=bn, stages=min(4, max_stages(192, bn)),
+                            split_k=split_k)
+        try:
+            check_config(cfg)
+        except OpError:
+            continue
+        accepted.append(bn)
+        r = compile("fp8_gemm_nt", m=4096, n=cfg.n, k=cfg.k, config=cfg, verify=True).resources
+        assert r.spill_stores == 0 and r.stack_bytes == 0, (bn, r)
+    assert accepted[-1] == (128 if split_k == 1 else 96) and 120 not in accepted and len(accepted) >= 11

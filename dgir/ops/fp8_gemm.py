@@ -318,8 +318,8 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
                 if stages < (3 if occ == 1 else 2):
                     continue
                 for sk in (splits if tiles < num_sms * occ else [1]):
-                    if sk > 1 and bm == 192 and bn > 96:
-                        continue       # check_config: spills
+                    if bm == 192 and three_warpgroup_spill(bn, sk):
+                        continue
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
                     if sk == 1 and occ == 1 and tiles >= 2 * num_sms:
@@ -352,6 +352,20 @@ def b_scale_blocks(block_n: int) -> int:
     return max(ceil_div(r + block_n, 128) for r in range(0, 128, g))
 
 
+def three_warpgroup_spill(block_n: int, split_k: int = 1) -> str:
+    """Why ptxas spills a BLOCK_M 192 tile of this width ('' if it does not): at 152 registers per
+    thread a 64-row slice holds its accumulator and its partial up to 128 columns; 120 spills
+    (20-28 B: its per-group scale selects), and the global split-K partial store's addressing spills
+    beyond 96 (20-76 B).  Measured with ptxas 13.0 (tests/test_ptx_configs.py)."""
+    if block_n > 128:
+        return "needs block_n <= 128"
+    if block_n == 120:
+        return "cannot take block_n=120"
+    if split_k > 1 and block_n > 96:
+        return "with split_k > 1 needs block_n <= 96"
+    return ""
+
+
 def check_config(cfg: Fp8GemmConfig) -> None:
     """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
     if cfg.block_m not in (64, 128, 192, 256):
@@ -359,12 +373,9 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                       f"got {cfg.block_m}")
     if cfg.block_m == 256 and cfg.block_n > 128:
         raise OpError(f"fp8_gemm_nt: block_m=256 needs block_n <= 128 (two accumulators per thread), got {cfg.block_n}")
-    if cfg.block_m == 192 and cfg.block_n > 128:
-        raise OpError(f"fp8_gemm_nt: block_m=192 needs block_n <= 128 (three math warpgroups get 152 registers "
-                      f"each: a wider accumulator and its partial spill), got {cfg.block_n}")
-    if cfg.block_m == 192 and cfg.split_k > 1 and cfg.block_n > 96:
-        raise OpError(f"fp8_gemm_nt: block_m=192 with split_k > 1 needs block_n <= 96 (the partial store's "
-                      f"addressing spills at 152 registers per thread beyond), got {cfg.block_n}")
+    if cfg.block_m == 192 and (why := three_warpgroup_spill(cfg.block_n, cfg.split_k)):
+        raise OpError(f"fp8_gemm_nt: block_m=192 {why} (three math warpgroups get 152 registers each), "
+                      f"got block_n={cfg.block_n}, split_k={cfg.split_k}")
     if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
         raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
     if cfg.stages < 1:
