@@ -39,7 +39,9 @@ SOURCES = ["results/raw/tune42_exp.json", "results/raw/tune43_exp.json", "result
 API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "results/raw/tune64_exp.json",
             "results/raw/tune66_exp.json", "results/raw/tune68_exp.json", "results/raw/tune69_exp.json",
             "results/raw/tune70_exp.json", "results/raw/tune71_exp.json", "results/raw/tune72_exp.json",
-            "results/raw/tune73_exp.json"]
+            "results/raw/tune73_exp.json",
+            # spec 74: every shape's API pick and cuBLAS in one call (python coverage_specs.py --api)
+            "results/raw/tune74_exp.json"]
 
 
 def collect():
