@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent
 SOURCES = ["results/raw/tune42_exp.json", "results/raw/tune43_exp.json", "results/raw/tune44_exp.json",
            # 192-row tiles (step 41)
            "results/raw/tune68_exp.json", "results/raw/tune69_exp.json", "results/raw/tune70_exp.json",
-           "results/raw/tune72_exp.json", "results/raw/tune73_exp.json"]
+           "results/raw/tune72_exp.json", "results/raw/tune73_exp.json", "results/raw/tune75_exp.json"]
 # the API's config and cuBLAS, side by side; a later run replaces an earlier one's shapes (spec 52:
 # the four shapes whose tuned entry spec 51 changed; spec 64: the N=32768 K=512 shapes step 38 changed;
 # spec 66: the shapes whose entry step 39 added; specs 68-70: the 192-row tiles of step 41; spec 71:
@@ -41,7 +41,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune70_exp.json", "results/raw/tune71_exp.json", "results/raw/tune72_exp.json",
             "results/raw/tune73_exp.json",
             # spec 74: every shape's API pick and cuBLAS in one call (python coverage_specs.py --api)
-            "results/raw/tune74_exp.json"]
+            "results/raw/tune74_exp.json",
+            # spec 75: 192-row tiles where their rounds hold no more work (three entries moved)
+            "results/raw/tune75_exp.json"]
 
 
 def collect():
