@@ -90,9 +90,10 @@ class Op(enum.Enum):
     SMEM_READ = "smem_read"      # register tile <- this warpgroup's rows of a ring slot (scales)
     STAGE_OUT = "stage_out"      # convert a register tile and write it to the smem staging tile
     SYNC = "sync"                # named barrier among the warpgroups of the region
-    TURN = "turn"                # two warpgroups of a region take turns (wgmma issue order); attrs: step =
-                                 # prime (warpgroup 1 hands warpgroup 0 the first turn) | wait (for my turn) |
-                                 # pass (give the other one its turn) | drain (warpgroup 0 takes the last pass)
+    TURN = "turn"                # the warpgroups of a region take turns in a ring (wgmma issue order); attrs:
+                                 # step = prime (the last warpgroup hands warpgroup 0 the first turn) | wait (for
+                                 # my turn) | pass (give the next one its turn) | drain (warpgroup 0 takes the
+                                 # last pass)
     # math
     ZERO = "zero"
     WGMMA = "wgmma"              # args: acc, a ring, b ring, counter; attrs: n, k, scale_d

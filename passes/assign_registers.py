@@ -12,10 +12,10 @@ PRODUCER_REGS = 40        # the TMA warpgroup needs only addresses and counters
 class AssignRegisters(Pass):
     """Give each warpgroup region a `regs` budget (what `setmaxnreg` sets): the load-only region
     shrinks to 40 per thread and the math regions share the rest, rounded down to a multiple of 8
-    and capped at 256 (DeepGEMM: 40 / 232 with two math warpgroups, 40 / 248 with one would fit
-    too; we take everything the register file allows).  A kernel with `ctas_per_sm` = 2 shares the
-    SM with a second CTA: the budgets come from half the register file.  The verifier checks the
-    total against the register file's share.
+    and capped at 256: 40 / 256 with one math warpgroup, 40 / 232 with two (DeepGEMM's split),
+    40 / 152 with three (BLOCK_M 192).  A kernel with `ctas_per_sm` = 2 shares the SM with a second
+    CTA: the budgets come from half the register file.  The verifier checks the total against the
+    register file's share.
     """
     name = "assign_registers"
 

@@ -14,9 +14,9 @@ class UniformWarpgroupIndex(Pass):
     ptxas builds each descriptor in regular registers and moves four words into uniform registers
     before every wgmma (a 128x128 K loop: 72 -> 5 R2UR, 1048 -> 912 SASS instructions).
 
-    Applied where two math warpgroups issue wgmma (BLOCK_M >= 128), whose K loops are bound by
-    instruction issue: +7-9% for 128x128 tiles, +2-3% for 256x128 on the H200 (bench/TUNING.md
-    step 31).  With one math warpgroup (64-row tiles, memory-bound at small M) the measured effect
+    Applied where two or three math warpgroups issue wgmma (BLOCK_M >= 128), whose K loops are
+    bound by instruction issue: +7-9% for 128x128 tiles, +2-3% for 256x128 on the H200
+    (bench/TUNING.md step 31; BLOCK_M 192 tiles were measured with it, step 41).  With one math warpgroup (64-row tiles, memory-bound at small M) the measured effect
     was within the +-4% noise, so those kernels keep their code; the decision is recorded either
     way.  `force=True` / `False` applies it to every kernel / none (A/B experiments).
     """

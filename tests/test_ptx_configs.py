@@ -138,6 +138,8 @@ def test_warpgroup_index_is_made_uniform_where_two_math_warpgroups_issue_wgmma()
     assert res.ir.get("uniform_wg_index") is True and shfl in res.ptx
     small = compile("fp8_gemm_nt", m=128, n=4096, k=7168, config=narrow, assemble=False)
     assert small.ir.get("uniform_wg_index") == "skipped: 1 math warpgroup" and shfl not in small.ptx
+    three = Fp8GemmConfig(n=4096, k=7168, block_m=192, block_n=128, stages=4)
+    assert compile("fp8_gemm_nt", m=768, n=4096, k=7168, config=three, assemble=False).ir.get("uniform_wg_index") is True
     without = [p for p in pipeline("sm90a") if p.name != "uniform_warpgroup_index"]
     plain = compile("fp8_gemm_nt", m=512, n=4096, k=7168, config=wide, passes=without)
     assert shfl not in plain.ptx

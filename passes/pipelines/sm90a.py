@@ -27,7 +27,7 @@ PIPELINE = [
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
     # (a no-op for kernels without clusters)
     multicast_tma.PASS,
-    # codegen hint (data): kernels with two math warpgroups get a provably warp-uniform warpgroup
+    # codegen hint (data): kernels with two or three math warpgroups get a provably warp-uniform warpgroup
     # index, so ptxas keeps the wgmma descriptors on the uniform datapath
     uniform_warpgroup_index.PASS,
     # layout last: every buffer, including those the passes above added, gets its offset
