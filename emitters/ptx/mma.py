@@ -209,7 +209,7 @@ def _turn(self: Emitter, n: Node) -> None:
     if step in ("wait", "pass"):
         if step == "wait":
             b(f"add.u32 {bar}, {self.wg_local}, {base};")
-        elif N == 2:
+        elif N == 2:                # base + (1 - wg): one instruction
             b(f"sub.u32 {bar}, {base + 1}, {self.wg_local};")
         else:                       # (wg + 1) mod N
             last = b.reg("pred")
