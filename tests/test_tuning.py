@@ -78,7 +78,8 @@ def test_an_unmeasured_m_takes_the_entry_of_a_near_measured_m():
     assert api(17) == api(1) == _shipped(64, 7168, 16384) and api(120) == _shipped(128, 7168, 16384)
     assert api(600) == _shipped(512, 7168, 16384) and api(900) == _shipped(1024, 7168, 16384)
     assert api(700) == _shipped(768, 7168, 16384) and api(3000) == _shipped(3072, 7168, 16384)
-    for m in (8191, 100000):       # past 1.25x the largest grid point (6144)
+    assert api(8191) == _shipped(8192, 7168, 16384)
+    for m in (12000, 100000):      # past 1.25x the largest grid point (8192)
         assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, m, 7168, 16384) is None
         assert api(m) == model(m)
     assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) is None
