@@ -44,7 +44,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 74: every shape's API pick and cuBLAS in one call (python coverage_specs.py --api)
             "results/raw/tune74_exp.json",
             # spec 75: 192-row tiles where their rounds hold no more work (three entries moved)
-            "results/raw/tune75_exp.json"]
+            "results/raw/tune75_exp.json",
+            # spec 77: M = 8191 with the M = 8192 entries (cuBLAS rejects this M)
+            "results/raw/tune77_exp.json"]
 
 
 def collect():
