@@ -1,4 +1,4 @@
-"""Fit the cost model's constants (dgir.ops.fp8_gemm.ModelParams) to committed measurements.
+"""Fit the cost model's constants (dgir.ops.fp8_gemm_model.ModelParams) to committed measurements.
 
     python bench/fit_model.py                 # report the current constants against the data
     python bench/fit_model.py --fit           # coordinate search; prints the fitted ModelParams
@@ -18,7 +18,8 @@ from collections import defaultdict
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from dgir.ops.fp8_gemm import MATH_ORDERS, MODEL, Fp8GemmConfig, ModelParams, config_seconds
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
+from dgir.ops.fp8_gemm_model import MODEL, ModelParams, config_seconds
 
 ROOT = Path(__file__).resolve().parent / "results"
 FILES = ["raw/tune10_exp.json", "raw/tune11_exp.json", "raw/tune12_exp.json", "fp8_gemm_nt.json"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from fit_model import config_of
 
-from dgir.ops.fp8_gemm import choose_config, config_seconds
+from dgir.ops.fp8_gemm_model import choose_config, config_seconds
 
 ROOT = Path(__file__).resolve().parent
 

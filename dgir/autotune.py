@@ -21,7 +21,7 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
     made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile)."""
     from dataclasses import replace
 
-    from .ops.fp8_gemm import candidate_configs, config_seconds
+    from .ops.fp8_gemm_model import candidate_configs, config_seconds
     best = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))[:top]
     out = []
     for c in best:

@@ -10,7 +10,8 @@ import pytest
 from dgir import deep_gemm, tuning
 from dgir.autotune import candidates
 from dgir.ops import get_operator
-from dgir.ops.fp8_gemm import Fp8GemmConfig, config_seconds
+from dgir.ops.fp8_gemm import Fp8GemmConfig
+from dgir.ops.fp8_gemm_model import config_seconds
 
 H200 = SimpleNamespace(name="NVIDIA H200", sms=132)
 ROOT = Path(__file__).resolve().parents[1]
