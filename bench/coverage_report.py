@@ -31,7 +31,7 @@ SOURCES = ["results/raw/tune42_exp.json", "results/raw/tune43_exp.json", "result
            # 192-row tiles (step 41)
            "results/raw/tune68_exp.json", "results/raw/tune69_exp.json", "results/raw/tune70_exp.json",
            "results/raw/tune72_exp.json", "results/raw/tune73_exp.json", "results/raw/tune75_exp.json",
-           "results/raw/tune76_exp.json"]
+           "results/raw/tune76_exp.json", "results/raw/tune78_exp.json", "results/raw/tune79_exp.json"]
 # the API's config and cuBLAS, side by side; a later run replaces an earlier one's shapes (spec 52:
 # the four shapes whose tuned entry spec 51 changed; spec 64: the N=32768 K=512 shapes step 38 changed;
 # spec 66: the shapes whose entry step 39 added; specs 68-70: the 192-row tiles of step 41; spec 71:

@@ -8,6 +8,7 @@ Every call runs a kernel dgir generated; there is no fallback to torch or cuBLAS
 from __future__ import annotations
 
 import functools
+import math
 import threading
 
 import torch
@@ -186,8 +187,8 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 
 def _config(op: str, m: int, n: int, k: int, props, device_index: int):
     """The tile config for this shape: a measured one (dgir.tuning) when there is one and it is valid,
-    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else the one measured at
-    the nearest M for the same N and K, else the cost model's."""
+    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else one measured at a
+    nearby M for the same N and K (`_nearby_config`), else the cost model's."""
     e = env()
     return _config_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
 
@@ -206,12 +207,38 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
     if autotune:
         from .autotune import autotune as tune
         return tune(op, m, n, k, device_index)
-    if tuned:        # the config measured best at the nearest M (same N, K), before the model
-        hit = tuning.nearest(op, device_name, sms, m, n, k)
-        cfg = _valid_config(hit["config"]) if hit is not None else None
+    if tuned:        # a config measured at a nearby M (same N, K), before the model
+        cfg = _nearby_config(op, m, n, k, device_name, sms)
         if cfg is not None:
             return cfg
     return operator.choose_config(m=m, n=n, k=k, num_sms=sms)
+
+
+NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
+
+
+def _nearby_config(op, m, n, k, device_name, sms):
+    """Small M: the nearest small measured M's config.  Otherwise the faster of the entries just
+    below and above M, each entry's measured time scaled by its rounds at M over its rounds at the
+    entry's M (dgir.tuning's module doc); the farther entry must be NEARBY_MARGIN faster."""
+    from . import tuning
+    from .ops.fp8_gemm import walk_rounds
+    if m <= tuning.SMALL_M:
+        hit = tuning.nearest(op, device_name, sms, m, n, k)
+        return _valid_config(hit["config"]) if hit is not None else None
+    scored = []      # (scaled seconds, distance on a log scale, config), nearest entry first
+    for e in tuning.bracketing(op, device_name, sms, m, n, k):
+        cfg = _valid_config(e["config"])
+        if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
+            scored.append((e["us"] * walk_rounds(m, cfg) / walk_rounds(e["m"], cfg), abs(math.log(e["m"] / m)), cfg))
+    if not scored:
+        return None
+    scored.sort(key=lambda x: x[1])
+    best = scored[0]
+    for s in scored[1:]:        # the farther entry's estimate must win by a margin: it is scaled further
+        if s[0] < NEARBY_MARGIN * best[0]:
+            best = s
+    return best[2]
 
 
 def _valid_config(fields: dict):

@@ -9,12 +9,15 @@ the fastest of the configs timed.  Entries come from two places:
   ``DG_AUTOTUNE=1`` (a shape without an entry is timed on first use and recorded).
 
 ``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
-ones.  A shape without an entry of its own takes the entry of the nearest measured M for the same
-device, operator, N and K when that M is close (:func:`nearest`): within a factor NEAREST_RATIO, or
-both at most SMALL_M (memory-bound: split-K and cluster choices the model gets wrong).  Between
-farther grid points the model's pick was the better one, as it sees the wave count at the actual M
-(70 off-grid shapes timed on the H200: bench/TUNING.md step 28).  A config is a dict of the operator's config fields; it is validated before use, so a stale or
-hand-edited entry is skipped rather than trusted.
+ones.  A shape without an entry of its own takes a measured config of a nearby M for the same
+device, operator, N and K: at most SMALL_M (memory-bound: split-K and cluster choices the model
+gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); above, the faster of
+the entries just below and just above (:func:`bracketing`, within GRID_RATIO), each entry's time
+scaled by how many rounds its tiles take at this M against its own (dgir.deep_gemm; bench/TUNING.md
+step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
+M = 192 needs one).  Farther from any entry, the cost model.  A config is a dict of the operator's
+config fields; it is validated before use, so a stale or hand-edited entry is skipped rather than
+trusted.
 """
 from __future__ import annotations
 
@@ -73,6 +76,23 @@ def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | No
     best = min(grid, key=lambda e: (abs(math.log(e["m"] / max(m, 1))), -e["m"]))
     close = abs(math.log(best["m"] / max(m, 1))) <= math.log(NEAREST_RATIO) or max(m, best["m"]) <= SMALL_M
     return best if close else None
+
+
+GRID_RATIO = 1.5          # the shipped grid's widest step (2^i -> 3 * 2^i -> 2^(i+2))
+
+
+def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
+    """The entries for (device, sms, op, n, k) at the nearest measured M below `m` and the nearest
+    above (user cache first among equal M), each within a factor GRID_RATIO of `m`."""
+    grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    below = [e for e in grid if m / GRID_RATIO <= e["m"] <= m]
+    above = [e for e in grid if m < e["m"] <= m * GRID_RATIO]
+    out = []
+    if below:
+        out.append(max(below, key=lambda e: e["m"]))      # max / min keep the first of equal M
+    if above:
+        out.append(min(above, key=lambda e: e["m"]))
+    return out
 
 
 def record(entry: dict, path: Path | None = None) -> Path:

@@ -70,27 +70,36 @@ def _shipped(m, n, k):
     return Fp8GemmConfig(**tuning.lookup("fp8_gemm_nt", H200.name, H200.sms, m, n, k)["config"])
 
 
-def test_an_unmeasured_m_takes_the_entry_of_a_near_measured_m():
-    """Nearest M on a log scale (same device, N and K) within a factor 1.25, or both M <= 128;
-    otherwise the cost model, which sees the wave count at the actual M."""
+def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
+    """M <= 128: the nearest small entry.  Above: of the entries just below and above M (within
+    x1.5), the one whose measured time, scaled by its persistent rounds at M over those at its own
+    M, is least.  Past the grid: the cost model."""
+    from dgir.ops.fp8_gemm import walk_rounds
     api = lambda m, n=7168, k=16384: deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)  # noqa: E731
     model = lambda m, n=7168, k=16384: get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)  # noqa: E731
-    assert api(4097) == api(5000) == _shipped(4096, 7168, 16384)
     assert api(17) == api(1) == _shipped(64, 7168, 16384) and api(120) == _shipped(128, 7168, 16384)
-    assert api(600) == _shipped(512, 7168, 16384) and api(900) == _shipped(1024, 7168, 16384)
-    assert api(700) == _shipped(768, 7168, 16384) and api(3000) == _shipped(3072, 7168, 16384)
+    # M = 200: the 192-row entry would need two row blocks (twice its rounds); the 256 entry's
+    # 128x128 tiles take as many rounds at 200 as at 256 (spec 79: 62 vs 189 us)
+    e192, e256 = (tuning.lookup("fp8_gemm_nt", H200.name, 132, m, 7168, 16384) for m in (192, 256))
+    c192, c256 = _shipped(192, 7168, 16384), _shipped(256, 7168, 16384)
+    assert walk_rounds(200, c192) == 2 * walk_rounds(192, c192) and walk_rounds(200, c256) == walk_rounds(256, c256)
+    assert e192["us"] * 2 > e256["us"] and api(200) == c256
+    # M = 4097: 17 blocks of 256 rows (a round more than at 4096) against 22 of 192
+    assert api(4097) == _shipped(6144, 7168, 16384) != _shipped(4096, 7168, 16384)
     assert api(8191) == _shipped(8192, 7168, 16384)
-    for m in (12000, 100000):      # past 1.25x the largest grid point (8192)
-        assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, m, 7168, 16384) is None
+    for m in (12300, 100000):      # past 1.5x the largest grid point (8192)
+        assert tuning.bracketing("fp8_gemm_nt", H200.name, H200.sms, m, 7168, 16384) == []
         assert api(m) == model(m)
+    assert tuning.bracketing("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) == []
     assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) is None
-    # a user entry at an M of its own is a grid point like the shipped ones
+    # a user entry at an M of its own is a grid point like the shipped ones (and a fast one wins)
     from dataclasses import asdict
     mine = Fp8GemmConfig(n=7168, k=16384, block_m=64, block_n=64, stages=4)
     tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 2600, "n": 7168, "k": 16384,
                    "config": asdict(mine), "us": 5.0, "source": "test"})
     deep_gemm._config_for.cache_clear()
-    assert api(2650) == mine and api(2900) == _shipped(3072, 7168, 16384)   # 3072 is nearer than 2600
+    assert api(2650) == mine and [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 2650, 7168,
+                                                                     16384)] == [2600, 3072]
 
 
 def test_user_cache_wins_and_stale_entries_are_skipped():

@@ -152,6 +152,23 @@ def cluster_tiles(m_blocks: int, n_blocks: int, cluster: int, multicast: str) ->
     return m_blocks * (n_blocks // cluster) if multicast == "A" else ceil_div(m_blocks, cluster) * n_blocks
 
 
+def walk_rounds(m: int, cfg: "Fp8GemmConfig") -> int:
+    """Rounds of the persistent walk at M = m: the tiles the walkers cover (cluster tiles with
+    multicast; output tiles for a split-K cluster; every K slice of a global split), over the
+    walkers (CTAs or clusters), rounded up.  A measured time scales with it between nearby M
+    (dgir.deep_gemm: the measured entries around an M without one)."""
+    m_blocks = ceil_div(max(m, 1), cfg.block_m)
+    grid = persistent_grid(m, cfg.block_m, cfg.n_blocks, cfg.split_k, cfg.num_sms, cfg.cluster, cfg.multicast,
+                           cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k)
+    if cfg.split_cluster:
+        tiles, walkers = m_blocks * cfg.n_blocks, grid // cfg.split_k
+    elif cfg.cluster > 1:
+        tiles, walkers = cluster_tiles(m_blocks, cfg.n_blocks, cfg.cluster, cfg.multicast), grid // cfg.cluster
+    else:
+        tiles, walkers = m_blocks * cfg.n_blocks * cfg.split_k, grid
+    return ceil_div(tiles, max(walkers, 1))
+
+
 def kernel_grid(attrs, m: int) -> int:
     """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
     get = attrs.get
