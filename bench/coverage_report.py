@@ -46,7 +46,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 75: 192-row tiles where their rounds hold no more work (three entries moved)
             "results/raw/tune75_exp.json",
             # spec 77: M = 8191 with the M = 8192 entries (cuBLAS rejects this M)
-            "results/raw/tune77_exp.json"]
+            "results/raw/tune77_exp.json",
+            # spec 80: the shapes whose pick the bracketing-entries rule (step 46) changed
+            "results/raw/tune80_exp.json"]
 
 
 def collect():
