@@ -62,8 +62,8 @@ def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | Non
     return next((e for e in _measured(op, device, sms, n, k) if e.get("m") == m), None)
 
 
-NEAREST_RATIO = 1.25      # 4097 -> 4096, 600 -> 512; 768 -> the model
-SMALL_M = 128             # 1, 17, 96 -> the entry at 64 or 128
+SMALL_M = 128             # 1, 17, 96 -> the entry at 64 or 128 (nearest)
+NEAREST_RATIO = 1.25      # nearest() also accepts an entry this close when only one side is small
 
 
 def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
