@@ -135,3 +135,18 @@ def test_autotune_times_the_cluster_twin_of_each_split_config():
         twin = c[c.index(x) + 1]
         assert twin.split_reduce == "cluster" and twin.split_k == x.split_k and twin.block_n == x.block_n
     assert len(c) == 6 + len(splits)
+
+
+def test_walk_rounds_counts_the_persistent_rounds_of_every_walk_kind():
+    """walk_rounds: the tiles a walker covers (cluster tiles with multicast, output tiles for a split-K
+    cluster, every K slice of a global split) over the walkers, rounded up."""
+    from dgir.ops.fp8_gemm import walk_rounds
+    big = Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2, multicast="A")
+    assert walk_rounds(4096, big) == 7 and walk_rounds(4097, big) == 8      # 448 / 476 cluster tiles, 66 clusters
+    tall = Fp8GemmConfig(n=7168, k=16384, block_m=192, block_n=128, stages=4, cluster=2, multicast="A")
+    assert walk_rounds(4097, tall) == 10 and walk_rounds(6144, tall) == 14     # 616 / 896 cluster tiles
+    split = Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4)
+    assert walk_rounds(64, split) == 1 and walk_rounds(65, split) == 2      # 132 / 264 slices, 132 CTAs
+    dsm = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8, split_reduce="cluster",
+                        ctas_per_sm=2)
+    assert walk_rounds(64, dsm) == 1 and walk_rounds(4096, dsm) == 35       # 18 / 1152 tiles, 33 clusters
