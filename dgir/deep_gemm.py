@@ -226,7 +226,7 @@ def _nearby_config(op, m, n, k, device_name, sms):
     if m <= tuning.SMALL_M:
         hit = tuning.nearest(op, device_name, sms, m, n, k)
         return _valid_config(hit["config"]) if hit is not None else None
-    scored = []      # (scaled seconds, distance on a log scale, config), nearest entry first
+    scored = []      # (scaled time, distance on a log scale, config); sorted nearest first below
     for e in tuning.bracketing(op, device_name, sms, m, n, k):
         cfg = _valid_config(e["config"])
         if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
