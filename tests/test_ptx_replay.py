@@ -16,6 +16,7 @@ KERNELS = {
     "bm256_bn128_waves": Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3),
     "bm64_bn64_splitk4": Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
     "bm128_bn144_straddle": Fp8GemmConfig(n=576, k=7168, block_m=128, block_n=144, stages=5),
+    "bm192_bn128_three_warpgroups": Fp8GemmConfig(n=7168, k=16384, block_m=192, block_n=128, stages=4, cluster=2),
     "bm64_bn32_splitk8_cluster": Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8,
                                                split_reduce="cluster", ctas_per_sm=2),
 }
