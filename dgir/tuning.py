@@ -57,6 +57,11 @@ def _measured(op: str, device: str, sms: int, n: int, k: int):
                 yield e
 
 
+def _grid(op: str, device: str, sms: int, n: int, k: int) -> list[dict]:
+    """The entries for (device, sms, op, n, k) that name a positive M, user cache first."""
+    return [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+
+
 def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
     """The recorded entry for this exact shape on this device, user cache first; None if none."""
     return next((e for e in _measured(op, device, sms, n, k) if e.get("m") == m), None)
@@ -69,7 +74,7 @@ NEAREST_RATIO = 1.25      # nearest() also accepts an entry this close when only
 def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
     """The entry for (device, sms, op, n, k) whose M is nearest to `m` on a log scale (ties: the
     larger M; user cache first), if it is close (see the module doc); else None."""
-    grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    grid = _grid(op, device, sms, n, k)
     if not grid:
         return None
     # min keeps the first of equal keys: the user cache's entry at an M the table also has
@@ -84,7 +89,7 @@ GRID_RATIO = 1.5          # the shipped grid's widest step (2^i -> 3 * 2^i -> 2^
 def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
     """The entries for (device, sms, op, n, k) at the nearest measured M below `m` and the nearest
     above (user cache first among equal M), each within a factor GRID_RATIO of `m`."""
-    grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    grid = _grid(op, device, sms, n, k)
     below = [e for e in grid if m / GRID_RATIO <= e["m"] <= m]
     above = [e for e in grid if m < e["m"] <= m * GRID_RATIO]
     out = []

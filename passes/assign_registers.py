@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dgir.ir import Node, Op
+from dgir.verifier import REGISTER_FILE   # 32-bit registers per SM
 
 from . import Pass
 
-REGISTER_FILE = 65536     # 32-bit registers per SM; one CTA per SM
 PRODUCER_REGS = 40        # the TMA warpgroup needs only addresses and counters
 
 
