@@ -88,9 +88,22 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         plan = _plans.get(key)
     except Exception:       # malformed arguments (or unhashable recipe): the checks below say why
         key = plan = None
-    if plan is not None:
-        return _run(plan, sfa, sfb)
+    if plan is None:
+        plan = _validate_and_plan(a, b, d, c, recipe, compiled_dims, key)
+        if plan is None:    # an empty product
+            return
+    launch, transpose, sfb_staging, index = plan
+    stream = _raw_stream(index)
+    if transpose is not None:
+        transpose(stream)
+    if sfb_staging is not None:
+        sfb_staging.copy_(b[1])
+    launch(stream)
 
+
+def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):
+    """The cold path: every check (each failure names the argument), the kernel, the launch plan
+    (stored under `key`); None when there is nothing to compute."""
     if not (isinstance(a, (tuple, list)) and len(a) == 2):
         _fail("a", "a pair (A, SFA)", type(a).__name__)
     if not (isinstance(b, (tuple, list)) and len(b) == 2):
@@ -124,7 +137,7 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     if d.stride(1) != 1 or d.stride(0) != N:
         _fail("d", "contiguous row-major", _describe(d))
     if M == 0 or N == 0:
-        return
+        return None
     check_dims(M, N, K)
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) != (9, 0):
@@ -154,24 +167,15 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         if len(_plans) > 4096:
             _plans.clear()
         _plans[key] = plan
-    _run(plan, sfa, sfb)
+    return plan
 
 
-def _run(plan, sfa, sfb) -> None:
-    launch, transpose, sfb_staging, index = plan
-    stream = _raw_stream(index)
-    if transpose is not None:
-        transpose(stream)
-    if sfb_staging is not None:
-        sfb_staging.copy_(sfb)
-    launch(stream)
+def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point
+    return torch.cuda.current_stream(index).cuda_stream
 
 
-def _raw_stream(index: int) -> int:
-    try:
-        return torch._C._cuda_getCurrentRawStream(index)
-    except AttributeError:      # older torch
-        return torch.cuda.current_stream(index).cuda_stream
+# torch's current stream on a device as a raw handle (honours graph capture)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _current_stream_handle)
 
 
 def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):

@@ -75,6 +75,61 @@ def test_cuda_graph_capture_and_replay(m):
     assert calc_diff(d.double(), ref2) < 1e-3
 
 
+def test_warm_call_under_another_context_and_in_a_fresh_thread():
+    """The warm path launches without asking which context is current (runtime/driver.py
+    LaunchPlan).  With a second context on the device current, the call must still run in the
+    primary context and give the caller's context back; in a fresh thread (no context yet) it
+    must run too."""
+    import ctypes
+    import threading
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    from dgir.runtime import driver
+    lib, VP = driver._cuda(), ctypes.c_void_p
+    A, sfa, B, sfb, ref = fp8_inputs(128, 2112, 7168, torch.device("cuda"), 5)
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    d = torch.empty(128, 2112, dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)          # plan built: the next calls are warm
+
+    def check(run):
+        d.fill_(float("nan"))
+        torch.cuda.synchronize()
+        run()
+        torch.cuda.synchronize()
+        assert torch.isfinite(d).all() and calc_diff(d.double(), ref) < 1e-3
+
+    def under_other_context():
+        dev, other, cur = ctypes.c_int(), VP(), VP()
+        driver._check(lib.cuDeviceGet(ctypes.byref(dev), torch.cuda.current_device()), "cuDeviceGet")
+        if hasattr(lib, "cuCtxCreate_v4"):
+            driver._check(lib.cuCtxCreate_v4(ctypes.byref(other), None, 0, dev), "cuCtxCreate")
+        else:
+            driver._check(lib.cuCtxCreate_v2(ctypes.byref(other), 0, dev), "cuCtxCreate")
+        try:                                              # `other` is current now (pushed)
+            deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+            driver._check(lib.cuCtxGetCurrent(ctypes.byref(cur)), "cuCtxGetCurrent")
+            assert cur.value == other.value, "the caller's context was not given back"
+        finally:
+            lib.cuCtxDestroy_v2(other)                    # pops it: the primary context is current again
+
+    check(under_other_context)
+    errors = []
+
+    def in_thread():
+        try:
+            deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+        except Exception as e:                            # noqa: BLE001 - reported below
+            errors.append(e)
+
+    def fresh_thread():
+        t = threading.Thread(target=in_thread)
+        t.start()
+        t.join()
+
+    check(fresh_thread)
+    assert not errors, errors
+
+
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_second_device():
     from dgir.gpu_run import calc_diff

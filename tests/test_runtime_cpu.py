@@ -51,8 +51,16 @@ class FakeLib:
         ctypes.memset(tm.value, 0xAB, 128)
         return 0
 
+    current_ctx = 0x1234          # what cuCtxGetCurrent reports
+    refuse_launches = 0           # the next launches return this many CUDA_ERROR_INVALID_HANDLE
+
     def cuCtxSetCurrent(self, ctx):
         self.calls.append(("ctx", ctx.value))
+        return 0
+
+    def cuCtxGetCurrent(self, out):
+        self.calls.append(("get_ctx",))
+        out._obj.value = self.current_ctx
         return 0
 
     def cuFuncSetAttribute(self, fn, attr, value):
@@ -68,6 +76,9 @@ class FakeLib:
             grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
             block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ), smem=cfg.sharedMemBytes,
             stream=cfg.hStream, attrs=attrs, fn=fn.value, params=list(params))))
+        if self.refuse_launches:
+            self.refuse_launches -= 1
+            return 400
         return 0
 
     def cuGetErrorName(self, code, out):
@@ -163,6 +174,51 @@ def test_launch_rejects_bad_args(fake):
     with pytest.raises(ValueError, match="block"):
         drv.launch(fn, 1, (0, 1), 0, [], stream_handle=0)
     assert not [c for c in fake.calls if c[0] == "launch"]
+
+
+def _plan(fake):
+    fn = drv.Function(0xBEEF, "k", drv.Module(0xAAAA, 0, "d"))
+    plan = drv.LaunchPlan(fn, (132, 1, 1), 384, 1000, [ctypes.c_uint64(0xDEAD0000)])
+    fake.calls.clear()
+    return plan
+
+
+def test_launch_plan_fast_path_asks_no_context(fake):
+    plan = _plan(fake)
+    plan(0x5000)
+    plan(0x5000)
+    plan(0x6000)
+    assert [c[0] for c in fake.calls] == ["launch"] * 3
+    assert [c[1]["stream"] for c in fake.calls] == [0x5000, 0x5000, 0x6000]
+
+
+def test_launch_plan_refused_in_another_context_retries_in_its_own(fake):
+    plan = _plan(fake)
+    fake.current_ctx, fake.refuse_launches = 0x9999, 1     # the caller made another context current
+    plan(0x5000)
+    assert [c[0] for c in fake.calls] == ["launch", "get_ctx", "ctx", "launch", "ctx"]
+    assert fake.calls[2] == ("ctx", 0x1234) and fake.calls[4] == ("ctx", 0x9999)   # switched, given back
+
+
+def test_launch_plan_refused_in_its_own_context_raises(fake):
+    plan = _plan(fake)
+    fake.refuse_launches = 1
+    with pytest.raises(drv.CudaError, match="cuLaunchKernelEx"):
+        plan(0x5000)
+    assert [c[0] for c in fake.calls] == ["launch", "get_ctx"]    # no blind retry
+    fake.current_ctx, fake.refuse_launches = 0x9999, 2             # refused in both contexts
+    fake.calls.clear()
+    with pytest.raises(drv.CudaError):
+        plan(0x5000)
+    assert fake.calls[-1] == ("ctx", 0x9999)                       # the caller's context given back
+
+
+def test_launch_plan_thread_without_context_keeps_primary(fake):
+    plan = _plan(fake)
+    fake.current_ctx, fake.refuse_launches = None, 1       # a fresh thread: no current context
+    plan(0x5000)
+    assert [c[0] for c in fake.calls] == ["launch", "get_ctx", "ctx", "launch"]   # not switched back
+    assert fake.calls[2] == ("ctx", 0x1234)
 
 
 def test_error_names_cuda_result(fake):

@@ -1,0 +1,119 @@
+"""Host cost of one prebuilt launch of the same fp8_gemm_nt kernel (M=128 N=2112 K=7168, the warm
+call's shape) through different driver entry points, each checked for a correct result:
+
+  plan         LaunchPlan as it is (since step 48: cuLaunchKernelEx alone, no context query)
+  ex_ctx       cuCtxGetCurrent, then cuLaunchKernelEx (LaunchPlan before step 48)
+  ex           cuLaunchKernelEx alone (the context already current)
+  plain        cuLaunchKernel with the kernelParams pointer array
+  plain_buffer cuLaunchKernel with one packed parameter buffer (``extra``), offsets from
+               cuFuncGetParamInfo
+  torch_fill   torch's own launch of a small kernel (d.fill_), the host floor for comparison
+
+and the parts of the warm call's plan key.  Median of many calls, each with the GPU queue drained.
+
+    python bench/launch_variants.py     # prints JSON
+"""
+import ctypes
+import json
+import statistics
+import time
+
+import torch
+
+from dgir import deep_gemm
+from dgir.gpu_run import calc_diff, fp8_inputs
+from dgir.runtime import driver
+
+VP, U32, SZ = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_size_t
+
+
+def median_us(fn, sync, n=3000) -> float:
+    out = []
+    for _ in range(n):
+        sync()
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return statistics.median(out) * 1e6
+
+
+def shape_variants(dev, m, n, k) -> dict:
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 0)
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize(dev)
+    key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+    plan = deep_gemm._plans[key][0]
+    stream = deep_gemm._raw_stream(0)
+    lib = driver._cuda()
+    sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
+    cfg = plan.cfg
+    grid = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ)
+    block = (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ)
+    smem = cfg.sharedMemBytes
+    fn = VP(plan.fn.handle)
+
+    # the packed parameter buffer: each argument's bytes at the offset the driver reports
+    sizes, offsets = [], []
+    for i in range(len(plan.args)):
+        off, size = SZ(), SZ()
+        driver._check(lib.cuFuncGetParamInfo(fn, SZ(i), ctypes.byref(off), ctypes.byref(size)), "cuFuncGetParamInfo")
+        offsets.append(off.value)
+        sizes.append(size.value)
+    total = offsets[-1] + sizes[-1]
+    buf = (ctypes.c_uint8 * total)()
+    for i, a in enumerate(plan.args):
+        ctypes.memmove(ctypes.addressof(buf) + offsets[i], plan.params[i], sizes[i])
+    buf_size = SZ(total)
+    extra = (VP * 5)(VP(1), ctypes.cast(buf, VP), VP(2), ctypes.cast(ctypes.pointer(buf_size), VP), VP(0))
+
+    plain = lib.cuLaunchKernel
+    gx, gy, gz = (U32(x) for x in grid)
+    bx, by, bz = (U32(x) for x in block)
+    sm = U32(smem)
+    cfg_ref = ctypes.byref(cfg)
+    launch_ex = lib.cuLaunchKernelEx
+
+    def ex():
+        cfg.hStream = stream
+        return launch_ex(cfg_ref, fn, plan.params, None)
+
+    def ex_ctx():
+        cur = VP()
+        lib.cuCtxGetCurrent(ctypes.byref(cur))
+        return ex()
+
+    variants = {
+        "plan": lambda: plan(stream),
+        "ex_ctx": ex_ctx,
+        "ex": ex,
+        "plain": lambda: plain(fn, gx, gy, gz, bx, by, bz, sm, VP(stream), plan.params, None),
+        "plain_buffer": lambda: plain(fn, gx, gy, gz, bx, by, bz, sm, VP(stream), None, extra),
+    }
+    out = {"shape": [m, n, k], "kernel": plan.fn.name, "grid": grid, "param_offsets": offsets,
+           "param_sizes": sizes, "variants": {}}
+    for name, call in variants.items():
+        d.fill_(float("nan"))
+        res = call()
+        sync()
+        diff = calc_diff(d, ref)
+        ok = (res in (None, 0)) and bool(torch.isfinite(d).all()) and diff < 1e-3
+        out["variants"][name] = {"ok": ok, "result": res, "diff": diff,
+                                 "launch_us": [median_us(call, sync) for _ in range(3)]}
+    out["variants"]["torch_fill"] = {"launch_us": [median_us(lambda: d.fill_(1.0), sync) for _ in range(3)]}
+    out["plan_key_us"] = median_us(lambda: deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk"), lambda: None)
+    out["whole_call_us"] = median_us(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d), sync)
+    out["ctx_get_us"] = median_us(lambda: lib.cuCtxGetCurrent(ctypes.byref(VP())), lambda: None)
+    return out
+
+
+def main():
+    dev = torch.device("cuda", 0)
+    # the warm call's shape, a cluster-of-2 kernel (192x128 c2B) and a cluster split-K one
+    print(json.dumps([shape_variants(dev, *s) for s in ((128, 2112, 7168), (4096, 2112, 7168), (128, 576, 7168))],
+                     indent=1))
+
+
+if __name__ == "__main__":
+    main()
