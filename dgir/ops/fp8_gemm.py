@@ -302,7 +302,7 @@ def check_config(cfg: Fp8GemmConfig) -> None:
         if cfg.split_k > 8 or cfg.cluster > 1 or cfg.block_m != 64:
             raise OpError(f"fp8_gemm_nt: split_reduce='cluster' runs the split_k={cfg.split_k} slices of a tile as "
                           f"one cluster: needs split_k <= 8 (portable cluster size), cluster=1 and block_m=64 "
-                          f"(one math warpgroup: with two, the 168-register budget spills in the reduction)")
+                          f"(the DSMEM exchange is laid out for one math warpgroup's 64-row fragment)")
     if cfg.math_order not in MATH_ORDERS:
         raise OpError(f"fp8_gemm_nt: math_order must be one of {', '.join(map(repr, MATH_ORDERS))}, "
                       f"got {cfg.math_order!r}")
