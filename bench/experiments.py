@@ -4,7 +4,8 @@
 
 A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s (stages), g (swizzle
 group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
-e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k); an empty config is the
+e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k), sms (num_sms: the
+persistent grid's SM count); an empty config is the
 API's choice.  Variants: VARIANTS below, "+sass" for the SASS FFMA patch.
 """
 from __future__ import annotations
@@ -175,7 +176,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             ctas_per_sm=int(kw.get("o", 1)), split_reduce="cluster" if kw.get("sr") == "cl" else "global",
                             math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
                                 kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"),
-                            stream_k=kw.get("stk") == "1")
+                            stream_k=kw.get("stk") == "1",
+                            num_sms=int(kw.get("sms", torch.cuda.get_device_properties(device).multi_processor_count)))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     if variant_base in ("floor", "copyB"):    # references for the small-M fixed costs (step 21)
