@@ -15,6 +15,7 @@ EVENTS = (
     ("mma_start", "mma", "start", "last"),
     ("first_full", "mma", "after:wait", "first"),            # the first stage's bytes have landed
     ("first_kloop_end", "mma", "after:kloop", "first"),      # first tile's K loop done (epilogue next)
+    ("first_stored", "mma", "after:tma_store", "first"),     # first tile's epilogue issued its TMA store
     ("first_published", "mma", "after:partial_publish", "first"),  # cluster split-K: partial published
     ("tile_end", "mma", "end:tile", "last"),                 # last tile's epilogue done
     ("mma_end", "mma", "end", "last"),

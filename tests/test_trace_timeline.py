@@ -14,6 +14,13 @@ from dgir.pipeline import pipeline, run_pipeline
 
 NAMES = [e[0] for e in EVENTS]
 CLUSTER_ONLY = {"first_published"}          # placed only in kernels that publish partials to a cluster
+TMA_STORE_ONLY = {"first_stored"}           # placed only in kernels whose epilogue is a TMA store
+
+
+def _absent(kernel) -> set:
+    """Milestones a kernel has no place for."""
+    return (set() if kernel.find(Op.PARTIAL_PUBLISH) else CLUSTER_ONLY) | \
+        (set() if kernel.find(Op.TMA_STORE) else TMA_STORE_ONLY)
 
 
 def _traced(cfg):
@@ -36,7 +43,8 @@ def test_milestones_in_order_and_result_unchanged(split_k, tiles, reduce):
     ref = run_kernel(plain, ins)["D"]
     assert torch.equal(out["D"].view(torch.int16), ref.view(torch.int16))
     t = {name: int(out["TRACE"][0, i, 0]) for i, name in enumerate(NAMES)}
-    placed = set(NAMES) - (set() if reduce == "cluster" else CLUSTER_ONLY)
+    placed = set(NAMES) - _absent(traced)
+    assert (CLUSTER_ONLY <= placed) == (reduce == "cluster")
     assert all((t[e] > 0) == (e in placed) for e in NAMES), t     # every placed milestone was recorded
     assert t["load_start"] <= t["first_acquire"] <= t["load_end"]
     assert t["mma_start"] < t["first_full"] < t["first_kloop_end"] <= t["tile_end"] <= t["mma_end"]
@@ -44,6 +52,8 @@ def test_milestones_in_order_and_result_unchanged(split_k, tiles, reduce):
     assert t["first_acquire"] < t["first_full"]
     if reduce == "cluster":
         assert t["first_kloop_end"] < t["first_published"] < t["tile_end"]
+    if "first_stored" in placed:                      # the epilogue follows the K loop
+        assert t["first_kloop_end"] < t["first_stored"] <= t["tile_end"]
     if split_k * tiles > 1:                           # "first" keeps the first tile, "last" the last one
         assert t["first_kloop_end"] < t["tile_end"]
 
@@ -54,7 +64,8 @@ def test_one_param_and_a_timestamp_per_event():
     decl = k.decl("TRACE")
     assert decl.type.shape == ("CTAS", len(EVENTS), 2) and list(decl.get("events")) == NAMES
     stamps = k.find(Op.TIMESTAMP)
-    assert sorted(s.get("event") for s in stamps) == [i for i, e in enumerate(NAMES) if e not in CLUSTER_ONLY]
+    assert sorted(s.get("event") for s in stamps) == [i for i, e in enumerate(NAMES) if e not in _absent(k)]
+    assert not _absent(k) & TMA_STORE_ONLY            # a TMA-store epilogue: its first store is a milestone
     assert TraceTimeline().run(k) == k                # idempotent
 
 
@@ -62,5 +73,5 @@ def test_one_param_and_a_timestamp_per_event():
 def test_traced_kernel_assembles():
     cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=7)
     r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg, passes=pipeline("sm90a") + [TraceTimeline()])
-    assert r.ptx.count("%globaltimer") == len(EVENTS) - len(CLUSTER_ONLY)
+    assert r.ptx.count("%globaltimer") == len(EVENTS) - len(_absent(r.ir))
     assert r.resources.spill_stores == 0
