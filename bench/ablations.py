@@ -87,3 +87,49 @@ class InterleaveUnroll8(InterleaveFfma):
     """interleave_ffma with 8 K blocks per loop iteration (the default pass: 4): half as many
     pipeline drains at the loop back-edge, twice the code."""
     unroll = 8
+
+
+
+def _never_taken(kernel: Node, drop) -> Node:
+    """Wrap the math warpgroups' ops that `drop` selects in `if (M < 0)`: never taken, but ptxas
+    cannot know it, so what those ops read (the promoted accumulators) stays computed."""
+    i32 = Type(DType.i32)
+
+    def wrap(body):
+        out = []
+        for n in body:
+            if drop(n):
+                out.append(Node(Op.IF, "", ("abl_never",), None, {"role": n.role}, (n,)))
+            else:
+                out.append(n.with_body(wrap(n.body)) if n.body else n)
+        return out
+
+    body = []
+    for r in kernel.body:
+        if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
+            guard = [Node(Op.DIM, "abl_M", ("A",), i32, {"axis": 0, "role": "mma"}),
+                     Node(Op.LT, "abl_never", ("abl_M", 0), i32, {"role": "mma"})]
+            r = r.with_body(guard + wrap(r.body))
+        body.append(r)
+    return kernel.with_body(body)
+
+
+class NoStageOut(Pass):
+    """Ablation, not a correct kernel: the epilogue does not convert and write the accumulators into
+    the staging tile (its syncs and TMA store of the stale tile stay; the accumulators are still
+    computed: the staging sits behind a branch that is never taken).  How much faster this runs
+    bounds what hiding the staging behind the next tile's math can buy, power limit included."""
+    name = "no_stage_out"
+
+    def run(self, kernel: Node) -> Node:
+        return _never_taken(kernel, lambda n: n.op is Op.STAGE_OUT)
+
+
+class NoEpilogue(Pass):
+    """Ablation, not a correct kernel: every store-role op of the math warpgroups (staging, its
+    syncs, the TMA store and its waits) sits behind a branch that is never taken: D is never
+    written.  The bound for an epilogue that costs the math nothing."""
+    name = "no_epilogue"
+
+    def run(self, kernel: Node) -> Node:
+        return _never_taken(kernel, lambda n: n.role == "store" and not n.body)

@@ -19,7 +19,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import CeilingNoPromotion, InterleaveUnroll8, ScaleAtEnd, UnitBScales, pipeline_with  # noqa: E402
+from ablations import (CeilingNoPromotion, InterleaveUnroll8, NoEpilogue, NoStageOut, ScaleAtEnd,  # noqa: E402
+                       UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -54,6 +55,8 @@ VARIANTS = {
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
+    "nostageout": lambda: pipeline_with(after={"overlap_epilogue": NoStageOut()}),   # timing only
+    "noepilogue": lambda: pipeline_with(after={"overlap_epilogue": NoEpilogue()}),   # timing only
 }
 
 
