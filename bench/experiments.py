@@ -156,6 +156,7 @@ def timeline(run, trace, launches=7) -> dict:
     cyc = lambda a, b: r[:, names.index(b), 1] - r[:, names.index(a), 1]  # noqa: E731
     for a, b in (("load_start", "first_acquire"), ("mma_start", "first_full"), ("first_full", "first_kloop_end"),
                  ("first_kloop_end", "tile_end"), ("first_kloop_end", "first_stored"),
+                 ("last_kloop_end", "last_store_free"), ("last_store_free", "last_stored"),
                  ("mma_start", "mma_end")):
         c = cyc(a, b)
         c = c[(r[:, names.index(a), 1] > 0) & (r[:, names.index(b), 1] > 0)]

@@ -16,6 +16,9 @@ EVENTS = (
     ("first_full", "mma", "after:wait", "first"),            # the first stage's bytes have landed
     ("first_kloop_end", "mma", "after:kloop", "first"),      # first tile's K loop done (epilogue next)
     ("first_stored", "mma", "after:tma_store", "first"),     # first tile's epilogue issued its TMA store
+    ("last_kloop_end", "mma", "after:kloop", "last"),        # last tile's K loop done
+    ("last_store_free", "mma", "after:tma_store_wait", "last"),  # last tile: the previous store left the staging tile
+    ("last_stored", "mma", "after:tma_store", "last"),       # last tile's epilogue issued its TMA store
     ("first_published", "mma", "after:partial_publish", "first"),  # cluster split-K: partial published
     ("tile_end", "mma", "end:tile", "last"),                 # last tile's epilogue done
     ("mma_end", "mma", "end", "last"),
@@ -80,11 +83,20 @@ def _place(region: Node, where: str, stamp: Node) -> Node:
     def visit(n: Node) -> Node:
         if not n.body:
             return n
-        out = []
-        for c in n.body:
+        out, body, i = [], list(n.body), 0
+        while i < len(body):
+            c = body[i]
+            i += 1
             if not done[0] and match(c):
                 done[0] = True
-                out += [stamp, c] if side == "before" else [c, stamp]
+                if side == "before":
+                    out += [stamp, c]
+                    continue
+                out.append(c)
+                while i < len(body) and body[i].op is Op.TIMESTAMP:   # stamps placed here before
+                    out.append(body[i])                                # keep their (event) order
+                    i += 1
+                out.append(stamp)
             else:
                 out.append(visit(c))
         return n.with_body(out)

@@ -14,7 +14,7 @@ from dgir.pipeline import pipeline, run_pipeline
 
 NAMES = [e[0] for e in EVENTS]
 CLUSTER_ONLY = {"first_published"}          # placed only in kernels that publish partials to a cluster
-TMA_STORE_ONLY = {"first_stored"}           # placed only in kernels whose epilogue is a TMA store
+TMA_STORE_ONLY = {"first_stored", "last_store_free", "last_stored"}   # only where the epilogue is a TMA store
 
 
 def _absent(kernel) -> set:
@@ -54,6 +54,7 @@ def test_milestones_in_order_and_result_unchanged(split_k, tiles, reduce):
         assert t["first_kloop_end"] < t["first_published"] < t["tile_end"]
     if "first_stored" in placed:                      # the epilogue follows the K loop
         assert t["first_kloop_end"] < t["first_stored"] <= t["tile_end"]
+        assert t["first_kloop_end"] <= t["last_kloop_end"] < t["last_store_free"] < t["last_stored"] <= t["tile_end"]
     if split_k * tiles > 1:                           # "first" keeps the first tile, "last" the last one
         assert t["first_kloop_end"] < t["tile_end"]
 
