@@ -16,42 +16,62 @@ class OverlapEpilogue(Pass):
     Without it, each tile ends with the epilogue (convert the FP32 accumulators to bf16, write the
     staging tile, TMA store) while the tensor cores idle, although the load role has already
     filled the next tile's first ring slots.  At K = 512 a 256x128 tile is 4 K blocks and the
-    epilogue is ~15% of its time.
+    epilogue (~1400 cycles, bench/TUNING.md step 49) is ~20% of its time.
 
     The rewrite, for a k-loop whose K block starts with `wait` and a wave-0 `wgmma` into a partial
     accumulator (`interleave` skipped: one partial, which is free once the last promotion read it):
 
-        prologue:  if (first tile exists) { wait(block 0); wgmma(part, block 0) }  wgmma_wait
+        prologue:  if (first tile exists) { K block 0 of the first tile }
         for tile t:
-            zero accumulators
-            K block 0 without its wait, wave-0 wgmma and their wgmma_wait (done one tile earlier)
-            for K blocks 1.. : unchanged
-            if (t + step < tiles) { wait(next tile's block 0); wgmma(part, next tile's block 0) }
-            epilogue of tile t          <- overlaps the wgmma above
-            wgmma_wait                   <- retired inside the iteration: no wgmma is in flight
-                                            across the loop's back-edge (ptxas would serialise)
+            K blocks 1.. of tile t
+            if (t + step < tiles) {
+                K block 0 of the next tile, with this tile's epilogue woven in: the stores of an
+                accumulator go right after the wgmma issued before the next tile zeroes it, so
+                the tensor cores run that wgmma while the warpgroup converts and stores:
+                    wait; wgmma(part, w0)                  tensor cores busy ...
+                    store wait; sync; stage_out(acc)       ... while tile t's wave 0 is staged
+                    wgmma_wait; zero(acc); promote(acc)
+                    wgmma(part, w1)                        tensor cores busy ...
+                    stage_out(acc_w1); sync; tma_store     ... while wave 1 is staged and stored
+                    wgmma_wait; release; zero(acc_w1); promote(acc_w1)
+            }
+            if (no next tile) { epilogue of tile t }
+        No wgmma is in flight across the loop's back-edge (ptxas would serialise): each K block
+        ends with its wgmma_wait.
 
-    The next tile's ring counter is recomputed from the loop's own index arithmetic (the ops the
-    counter depends on, cloned with the induction variable replaced).  Kernels whose k-loop is
-    software-pipelined by interleave_ffma (two partials) and kernels without the TMA epilogue are
-    left unchanged; the decision is recorded as `overlap_epilogue` on the tile loop.
+    `whole_block=False` is the earlier, shallower form (bench A/B; also what kernels with
+    math_order="pingpong" get, whose turn is held from a wgmma's issue to its retire): only the
+    next tile's wait and wave-0 wgmma move before the epilogue; K block 0 stays at the top.
 
-    Measured on the H200 (bench/TUNING.md step 15; ablation rows of the full benchmark): +1-4% in
-    the first runs, 1072 -> 1192 TFLOPS at 4096x7168x16384 and 1088 -> 1180 at 4096x7168x2048 once
-    the slot computation was cheap (step 18).
+    The next tile's scalars (ring counter, scale rows, column offset) are recomputed from the
+    loop's own index arithmetic (the ops they depend on, cloned with the induction variable
+    replaced).  Kernels whose k-loop is software-pipelined by interleave_ffma (two partials) and
+    kernels without the TMA epilogue are left unchanged; the decision is recorded as
+    `overlap_epilogue` on the tile loop.
+
+    Measured on the H200 (bench/TUNING.md steps 15, 18, 50): the shallow form +1-4% in the first
+    runs, 1072 -> 1192 TFLOPS at 4096x7168x16384 and 1088 -> 1180 at 4096x7168x2048 once the slot
+    computation was cheap (step 18).
     """
     name = "overlap_epilogue"
+    EPILOGUE_OPS = (Op.TMA_STORE_WAIT, Op.SYNC, Op.STAGE_OUT, Op.TMA_STORE)
+
+    def __init__(self, whole_block: bool = True):
+        self.whole_block = whole_block
 
     def run(self, kernel: Node) -> Node:
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
-                r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c)])
+                # pingpong hands the wgmma turn on only once a group retired: weaving the epilogue's
+                # syncs between an issue and its retire would hold the turn across them
+                weave = self.whole_block and kernel.get("math_order") != "pingpong"
+                r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c, weave)])
             body.append(r)
         return kernel.with_body(body)
 
     # ------------------------------------------------------------------------------------------
-    def rewrite_tile_loop(self, tloop: Node) -> list[Node]:
+    def rewrite_tile_loop(self, tloop: Node, weave: bool = True) -> list[Node]:
         if tloop.op is not Op.FOR or tloop.get("overlap_epilogue") is not None:
             return [tloop]
         kloops = [c for c in tloop.body if c.op is Op.FOR]
@@ -93,10 +113,81 @@ class OverlapEpilogue(Pass):
 
         t_next = Node(Op.ADD, f"{tloop.name}_next", (tloop.name, step), I32, role)
         has_next = Node(Op.LT, f"{tloop.name}_has_next", (t_next.name, stop), I32, role)
+        woven = weave and self.weave_plan(before, kloop, after)
+        if woven:
+            zeros, setup = woven
+            last = Node(Op.SUB, f"{tloop.name}_last", (stop, 1), I32, role)
+            no_next = Node(Op.LT, f"{tloop.name}_no_next", (last.name, t_next.name), I32, role)
+            block0 = lambda t_value, suffix: self.block_zero(setup, zeros, kloop, tloop.name, t_value, suffix)  # noqa: E731
+            prologue = [has_first, Node(Op.IF, "", (has_first.name,), None, role, block0(start, "_first"))]
+            new_body = setup + [rest, t_next, has_next, last, no_next,
+                                Node(Op.IF, "", (has_next.name,), None, role,
+                                     self.weave(block0(t_next.name, "_next"), after)),
+                                Node(Op.IF, "", (no_next.name,), None, role, after)]
+            return prologue + [tloop.with_body(new_body).with_attrs(
+                overlap_epilogue="next tile's first K block, epilogue woven in")]
         issue_next = [t_next, has_next,
                       Node(Op.IF, "", (has_next.name,), None, role, first_block(t_next.name, "_next"))]
         new_body = before + peeled + [rest] + issue_next + after + [mma_wait]
         return prologue + [tloop.with_body(new_body).with_attrs(overlap_epilogue="next tile's first wgmma")]
+
+    # ------------------------------------------------------------------------------------------
+    def weave_plan(self, before: list[Node], kloop: Node, after: list[Node]):
+        """(accumulator zeroing ops, the rest of the tile setup) when the epilogue can be woven into
+        the next tile's K block 0: it is only staging and TMA stores, and every accumulator the
+        tile zeroes is staged exactly once; else None (the shallow form applies)."""
+        zeros = [c for c in before if c.op is Op.ZERO]
+        staged = [c.args[1] for c in after if c.op is Op.STAGE_OUT]
+        if not zeros or any(c.op not in self.EPILOGUE_OPS or c.body for c in after):
+            return None
+        if sorted(staged) != sorted(z.args[0] for z in zeros):
+            return None
+        if any(c.body for c in kloop.body):
+            return None
+        return zeros, [c for c in before if c.op is not Op.ZERO]
+
+    def block_zero(self, setup, zeros, kloop, induction, t_value, suffix) -> list[Node]:
+        """K block 0 of the tile whose index is t_value: the tile scalars it reads (cloned from the
+        setup), then the K block's ops, each accumulator zeroed right before its first use."""
+        free = [a for c in kloop.body for a in c.args if isinstance(a, str)]
+        defs = self.slice(setup, free, induction)
+        ren = {d.name: d.name + suffix for d in defs}
+        ren[induction] = t_value
+        out = [self.rename(d, ren) for d in defs]
+        ren[kloop.name] = kloop.args[0]
+        pending = {z.args[0]: z for z in zeros}
+        for op in self.rename_block(list(kloop.body), ren, suffix):
+            for acc in [a for a in op.args if a in pending]:
+                out.append(pending.pop(acc))
+            out.append(op)
+        return out
+
+    @staticmethod
+    def weave(block: list[Node], epilogue: list[Node]) -> list[Node]:
+        """The epilogue's ops in the next tile's K block 0: the ops up to the staging of an
+        accumulator go right after the wgmma issued before that accumulator is zeroed (so the
+        tensor cores run it meanwhile); what follows the last staging goes with it."""
+        segments, issues = [[]], []
+        for op in block:
+            if op.op is Op.WGMMA:
+                issues.append(op)
+                segments.append([])
+            else:
+                segments[-1].append(op)
+        inserts, rest, last = [[] for _ in segments], list(epilogue), 0
+        for j, seg in enumerate(segments):
+            for op in seg:
+                if op.op is Op.ZERO:
+                    k = next(i for i, c in enumerate(rest) if c.op is Op.STAGE_OUT and c.args[1] == op.args[0])
+                    inserts[j] += rest[:k + 1]
+                    rest, last = rest[k + 1:], j
+        inserts[last] += rest
+        out = []
+        for j, seg in enumerate(segments):
+            if j:
+                out.append(issues[j - 1])
+            out += inserts[j] + seg
+        return out
 
     # ------------------------------------------------------------------------------------------
     @staticmethod

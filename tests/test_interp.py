@@ -587,24 +587,38 @@ def test_turn_without_drain_or_pass_is_caught(bm):
         run_kernel(no_pass, ins)
 
 
-# --- overlap_epilogue: the next tile's first wgmma runs during this tile's epilogue -------------------
-def _overlap_kernel(**kw):
+# --- overlap_epilogue: the next tile's first K block runs during this tile's epilogue ----------------
+def _overlap_kernel(whole_block=True, **kw):
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.passes.overlap_epilogue import OverlapEpilogue
     from dgir.pipeline import pipeline, run_pipeline
     cfg = Fp8GemmConfig(**{"n": 512, "k": 512, "block_m": 256, "block_n": 128, "stages": 2, "num_sms": 2,
                            "cluster": 2, **kw})
-    return run_pipeline(lower(cfg), pipeline("sm90a"))
+    passes = [OverlapEpilogue(whole_block) if p.name == "overlap_epilogue" else p for p in pipeline("sm90a")]
+    return run_pipeline(lower(cfg), passes)
 
 
+@pytest.mark.parametrize("whole_block", [True, False], ids=["woven", "shallow"])
 @pytest.mark.parametrize("kw", [{}, {"block_m": 128, "block_n": 192, "n": 576, "cluster": 1, "math_order": "alternate"},
-                                {"block_m": 128, "block_n": 144, "n": 288, "cluster": 1, "num_sms": 1}])
-def test_overlapped_epilogue_matches_reference_over_several_tiles(kw):
-    kern = _overlap_kernel(**kw)
+                                {"block_m": 128, "block_n": 144, "n": 288, "cluster": 1, "num_sms": 1},
+                                {"block_m": 192, "block_n": 96, "n": 384, "cluster": 1, "num_sms": 1},
+                                {"block_m": 256, "block_n": 128, "k": 128, "cluster": 1, "num_sms": 1}])
+def test_overlapped_epilogue_matches_reference_over_several_tiles(kw, whole_block):
+    kern = _overlap_kernel(whole_block, **kw)
     loops = [n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue")]
-    assert loops and loops[0].get("overlap_epilogue") == "next tile's first wgmma"
-    ifs = [n for n in loops[0].body if n.op is Op.IF]          # the next tile's wgmma, before the epilogue
-    assert ifs and any(c.op is Op.WGMMA for c in ifs[0].body)
-    assert loops[0].body.index(ifs[0]) < [c.op for c in loops[0].body].index(Op.STAGE_OUT)
+    ifs = [n for n in loops[0].body if n.op is Op.IF]
+    if whole_block:
+        assert loops[0].get("overlap_epilogue") == "next tile's first K block, epilogue woven in"
+        ops = [c.op for c in ifs[0].body]                    # the branch taken when a next tile exists
+        assert Op.STAGE_OUT in ops and not any(c.op is Op.STAGE_OUT for c in loops[0].body)
+        for i, op in enumerate(ops):                          # each staging runs under an issued wgmma
+            if op is Op.STAGE_OUT:
+                assert [o for o in ops[:i] if o in (Op.WGMMA, Op.WGMMA_WAIT)][-1] is Op.WGMMA
+        assert any(c.op is Op.STAGE_OUT for c in ifs[1].body)  # the last tile's plain epilogue
+    else:
+        assert loops[0].get("overlap_epilogue") == "next tile's first wgmma"
+        assert ifs and any(c.op is Op.WGMMA for c in ifs[0].body)   # the next tile's wgmma, before the epilogue
+        assert loops[0].body.index(ifs[0]) < [c.op for c in loops[0].body].index(Op.STAGE_OUT)
     ins = fp8_gemm_inputs(300, kern.get("n"), kern.get("k"), seed=4)      # 2 m blocks: several tiles per CTA
     ins.pop("D")
     ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
@@ -613,10 +627,25 @@ def test_overlapped_epilogue_matches_reference_over_several_tiles(kw):
 
 
 def test_overlapped_epilogue_without_its_retire_is_caught():
-    kern = _overlap_kernel()
+    kern = _overlap_kernel(False)
     loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
     broken = _strip(kern, lambda n: n is loop.body[-1])          # the wgmma_wait after the epilogue
     assert loop.body[-1].op is Op.WGMMA_WAIT
+    ins = fp8_gemm_inputs(300, 512, 512, seed=4)
+    ins.pop("D")
+    with pytest.raises(RaceError, match="in flight"):
+        run_kernel(broken, ins)
+
+
+def test_woven_epilogue_without_the_next_tiles_retire_is_caught():
+    """The woven form: the next tile's wave-0 promotion must wait for its wgmma, which now runs
+    under this tile's staging; without that wgmma_wait the interpreter sees the partial read
+    while the wgmma is in flight."""
+    kern = _overlap_kernel()
+    loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
+    woven = next(n for n in loop.body if n.op is Op.IF)
+    first_retire = next(c for c in woven.body if c.op is Op.WGMMA_WAIT)
+    broken = _strip(kern, lambda n: n is first_retire)
     ins = fp8_gemm_inputs(300, 512, 512, seed=4)
     ins.pop("D")
     with pytest.raises(RaceError, match="in flight"):
