@@ -25,23 +25,22 @@ class OverlapEpilogue(Pass):
         for tile t:
             K blocks 1.. of tile t
             if (t + step < tiles) {
-                K block 0 of the next tile, with this tile's epilogue woven in: the stores of an
+                K block 0 of the next tile with this tile's epilogue woven in: the stores of the
                 accumulator go right after the wgmma issued before the next tile zeroes it, so
                 the tensor cores run that wgmma while the warpgroup converts and stores:
-                    wait; wgmma(part, w0)                  tensor cores busy ...
-                    store wait; sync; stage_out(acc)       ... while tile t's wave 0 is staged
-                    wgmma_wait; zero(acc); promote(acc)
-                    wgmma(part, w1)                        tensor cores busy ...
-                    stage_out(acc_w1); sync; tma_store     ... while wave 1 is staged and stored
-                    wgmma_wait; release; zero(acc_w1); promote(acc_w1)
+                    wait; wgmma(part)                          tensor cores busy ...
+                    store wait; sync; stage_out(acc); sync; tma_store    ... while tile t is stored
+                    wgmma_wait; release; zero(acc); promote(acc)
             }
             if (no next tile) { epilogue of tile t }
         No wgmma is in flight across the loop's back-edge (ptxas would serialise): each K block
         ends with its wgmma_wait.
 
-    `whole_block=False` is the earlier, shallower form (bench A/B; also what kernels with
-    math_order="pingpong" get, whose turn is held from a wgmma's issue to its retire): only the
-    next tile's wait and wave-0 wgmma move before the epilogue; K block 0 stays at the top.
+    `whole_block=False` is the earlier, shallower form (bench A/B): only the next tile's wait and
+    wave-0 wgmma move before the epilogue; K block 0 stays at the top.  Kernels get it also when
+    their math warpgroups compute two waves each (BLOCK_M 256: measured faster so, spec 87) or
+    take pingpong turns (the turn is held from a wgmma's issue to its retire, so woven syncs would
+    wait on warpgroups that wait for the turn).
 
     The next tile's scalars (ring counter, scale rows, column offset) are recomputed from the
     loop's own index arithmetic (the ops they depend on, cloned with the induction variable
@@ -138,7 +137,9 @@ class OverlapEpilogue(Pass):
         tile zeroes is staged exactly once; else None (the shallow form applies)."""
         zeros = [c for c in before if c.op is Op.ZERO]
         staged = [c.args[1] for c in after if c.op is Op.STAGE_OUT]
-        if not zeros or any(c.op not in self.EPILOGUE_OPS or c.body for c in after):
+        # one accumulator (wave) per warpgroup: with two (BLOCK_M 256) the woven form measured 1-5%
+        # slower than the shallow one (spec 87, bench/TUNING.md step 50), one-wave tiles 0-1.5% faster
+        if len(zeros) != 1 or any(c.op not in self.EPILOGUE_OPS or c.body for c in after):
             return None
         if sorted(staged) != sorted(z.args[0] for z in zeros):
             return None
