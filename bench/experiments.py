@@ -38,6 +38,7 @@ VARIANTS = {
     "unroll8": lambda: pipeline_with({"interleave_ffma": InterleaveUnroll8()}),
     "noovl": lambda: pipeline_with(drop=("overlap_epilogue",)),   # epilogue not overlapped
     "ovl1": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=False)}),   # only the next wgmma
+    "woven": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=True)}),   # next K block + epilogue
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop

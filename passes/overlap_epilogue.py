@@ -36,11 +36,14 @@ class OverlapEpilogue(Pass):
         No wgmma is in flight across the loop's back-edge (ptxas would serialise): each K block
         ends with its wgmma_wait.
 
-    `whole_block=False` is the earlier, shallower form (bench A/B): only the next tile's wait and
-    wave-0 wgmma move before the epilogue; K block 0 stays at the top.  Kernels get it also when
-    their math warpgroups compute two waves each (BLOCK_M 256: measured faster so, spec 87) or
-    take pingpong turns (the turn is held from a wgmma's issue to its retire, so woven syncs would
-    wait on warpgroups that wait for the turn).
+    That woven form is `whole_block=True` (opt-in: bench variant `woven`).  The default is the
+    shallower form: only the next tile's wait and wave-0 wgmma move before the epilogue, and K
+    block 0 stays at the top of the tile.  Measured (bench/TUNING.md step 50): woven, BLOCK_M 256
+    tiles (two waves a warpgroup) ran 1-5% slower (spec 87), one-wave tiles within +-3% (spec 88,
+    geometric mean 0.4% faster): the tensor cores' idle time during the epilogue is not what the
+    epilogue costs these power-limited kernels.  The woven form applies to one-wave tiles and not
+    under pingpong turns (the turn is held from a wgmma's issue to its retire, so woven syncs
+    would wait on warpgroups that wait for the turn); other kernels get the shallow form.
 
     The next tile's scalars (ring counter, scale rows, column offset) are recomputed from the
     loop's own index arithmetic (the ops they depend on, cloned with the induction variable
@@ -55,7 +58,7 @@ class OverlapEpilogue(Pass):
     name = "overlap_epilogue"
     EPILOGUE_OPS = (Op.TMA_STORE_WAIT, Op.SYNC, Op.STAGE_OUT, Op.TMA_STORE)
 
-    def __init__(self, whole_block: bool = True):
+    def __init__(self, whole_block: bool = False):
         self.whole_block = whole_block
 
     def run(self, kernel: Node) -> Node:
@@ -138,7 +141,7 @@ class OverlapEpilogue(Pass):
         zeros = [c for c in before if c.op is Op.ZERO]
         staged = [c.args[1] for c in after if c.op is Op.STAGE_OUT]
         # one accumulator (wave) per warpgroup: with two (BLOCK_M 256) the woven form measured 1-5%
-        # slower than the shallow one (spec 87, bench/TUNING.md step 50), one-wave tiles 0-1.5% faster
+        # slower than the shallow one (spec 87, bench/TUNING.md step 50)
         if len(zeros) != 1 or any(c.op not in self.EPILOGUE_OPS or c.body for c in after):
             return None
         if sorted(staged) != sorted(z.args[0] for z in zeros):
