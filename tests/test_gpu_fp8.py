@@ -394,3 +394,37 @@ def test_stream_k_matches_reference_and_is_bitwise_stable(m, n, k, bm, bn, stage
         outs.append(d.clone())
     _check(outs[0], ref)
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
+
+
+WOVEN = [(4096, 2112, 7168, 192, 128, 4, 2, "B", "together"), (3072, 2112, 1536, 128, 192, 4, 1, "A", "together"),
+         (2000, 2112, 2048, 192, 96, 5, 1, "A", "alternate"), (3000, 2048, 128, 192, 128, 4, 1, "A", "together")]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,cl,mc,order", WOVEN,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_c{c[6]}{c[7]}_{c[8]}" for c in WOVEN])
+def test_woven_epilogue_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, mc, order):
+    """overlap_epilogue's woven form (opt-in, whole_block=True: the next tile's first K block with this
+    tile's epilogue woven in) adds the same products in the same order as the default kernel: on the
+    same inputs the bits must agree, and both match the reference.  Several tiles per CTA, so the
+    woven branch runs; K = 128 is a tile of one K block."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.ir import Op
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.passes.overlap_epilogue import OverlapEpilogue
+    from dgir.pipeline import pipeline
+    dev = torch.device("cuda:0")
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, multicast=mc, math_order=order)
+    woven = [OverlapEpilogue(whole_block=True) if p.name == "overlap_epilogue" else p for p in pipeline("sm90a")]
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
+    outs = []
+    for variant, passes in (("default", None), ("woven-test", woven)):
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant=variant, passes=passes)
+        modes = [x.get("overlap_epilogue") for x in kern.result.ir.walk() if x.op is Op.FOR and x.get("overlap_epilogue")]
+        assert modes and modes[0].endswith("woven in") == (passes is not None), modes
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
+        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
+        torch.cuda.synchronize(dev)
+        outs.append(d)
+    _check(outs[1], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
