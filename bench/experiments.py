@@ -50,6 +50,7 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
     "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
+    "st32": lambda: None,              # default passes, staging by st.shared.b32 pairs, not stmatrix (PairStores)
     "arms8": lambda: None,             # default passes, branch arms for up to 8 split columns (SplitArms)
     "arms4": lambda: None,             # default passes, branch arms for up to 4 split columns (SplitArms)
     "arms16": lambda: None,            # default passes, branch arms for up to 16 split columns (SplitArms)
@@ -110,6 +111,17 @@ class SplitArms:
 
     def __exit__(self, *exc):
         self.mma.MAX_SPLIT_ARMS = self.saved
+
+
+class PairStores:
+    """A/B of the staging stores: while active, the 128B-swizzled staging tile is written with one
+    st.shared.b32 per register pair (emitters/ptx/epilogue.py STAGE_WITH_STMATRIX) instead of stmatrix."""
+    def __enter__(self):
+        import dgir.emitters.ptx.epilogue as epilogue
+        self.epilogue, epilogue.STAGE_WITH_STMATRIX = epilogue, False
+
+    def __exit__(self, *exc):
+        self.epilogue.STAGE_WITH_STMATRIX = True
 
 
 class LowWordDescriptors:
@@ -204,7 +216,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors, "arms8": lambda: SplitArms(8),
+    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors, "st32": PairStores, "arms8": lambda: SplitArms(8),
             "arms4": lambda: SplitArms(4), "arms16": lambda: SplitArms(16)}.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),

@@ -10,12 +10,21 @@ if TYPE_CHECKING:
     from .emit import Emitter
 
 
+# The 128B-swizzled staging tile is written with stmatrix.x4 (four 8x8 bf16 blocks, 16 bytes a
+# lane, per instruction) instead of one st.shared.b32 per register pair: the same bytes in a
+# quarter of the store instructions.  False: the per-pair stores (bench A/B).
+STAGE_WITH_STMATRIX = True
+
+
 def _stage_out(self: Emitter, n: Node) -> None:
     d_tile, acc = n.args
     b = self.b
     A = self.tile(acc)
     BM, BN = self.decls[d_tile].type.shape
     base = self.smem_addr(d_tile)
+    if self.decls[d_tile].get("swizzle") == 128 and STAGE_WITH_STMATRIX:
+        _stage_out_stmatrix(self, n, A, BM, base)
+        return
     if self.decls[d_tile].get("swizzle") == 128:
         # 64-column panels of BM rows x 128 B; 16-byte chunk c of row r sits at chunk c ^ (r % 8)
         row, x, rb = b.reg(), b.reg(), b.reg()
@@ -45,6 +54,39 @@ def _stage_out(self: Emitter, n: Node) -> None:
         b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * j + 3]}, {A[4 * j + 2]};")
         b(f"st.shared.b32 [{addr}+{16 * j}], {lo};")
         b(f"st.shared.b32 [{addr}+{16 * j + 8 * BN * 2}], {hi};   // row + 8")
+
+
+def _stage_out_stmatrix(self: Emitter, n: Node, A: list, BM: int, base: str) -> None:
+    """The accumulator's 8-column groups j, j + 1 (registers 4j..4j+7) are the four 8x8 blocks of
+    one stmatrix.x4: (rows 0-7, group j), (rows 8-15, j), (rows 0-7, j + 1), (rows 8-15, j + 1) of
+    the warp's 16 rows.  Lane l gives the address of row l % 8 of block l / 8; in the 128B-swizzled
+    panel (64 columns, 128-byte rows) 16-byte chunk c of row r sits at chunk c ^ (r % 8)."""
+    b = self.b
+    lane_row, half, r8, rb = b.reg(), b.reg(), b.reg(), b.reg()
+    b(f"and.b32 {r8}, {self.lane}, 7;")
+    b(f"bfe.u32 {half}, {self.lane}, 3, 1;            // block l/8: odd blocks are rows 8-15")
+    b(f"mad.lo.u32 {lane_row}, {half}, 8, {r8};")
+    b(f"mad.lo.u32 {lane_row}, {self.warp}, 16, {lane_row};")
+    b(f"mad.lo.u32 {lane_row}, {self.slice_of(n)}, 64, {lane_row};")
+    b(f"mad.lo.u32 {rb}, {lane_row}, 128, {base};")
+    b(f"shr.u32 {half}, {self.lane}, 4;                // blocks 2, 3: column group j + 1")
+    chunk_addr = {}
+    for jc in (0, 2, 4, 6):                          # the group's chunk within its panel
+        c, addr = b.reg(), b.reg()
+        b(f"add.u32 {c}, {half}, {jc};")
+        b(f"xor.b32 {c}, {c}, {r8};")
+        b(f"shl.b32 {c}, {c}, 4;")
+        b(f"add.u32 {addr}, {rb}, {c};")
+        chunk_addr[jc] = addr
+    for j in range(0, len(A) // 4, 2):
+        regs = []
+        for g in (j, j + 1):
+            lo, hi = b.reg(), b.reg()
+            b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * g + 1]}, {A[4 * g]};")
+            b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * g + 3]}, {A[4 * g + 2]};")
+            regs += [lo, hi]
+        panel = (j // 8) * BM * 128
+        b(f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{chunk_addr[j % 8]}+{panel}], {{{', '.join(regs)}}};")
 
 
 def _sync(self: Emitter, n: Node) -> None:
