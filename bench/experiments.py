@@ -26,6 +26,7 @@ from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
+from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
@@ -39,6 +40,13 @@ VARIANTS = {
     "noovl": lambda: pipeline_with(drop=("overlap_epilogue",)),   # epilogue not overlapped
     "ovl1": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=False)}),   # only the next wgmma
     "woven": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=True)}),   # next K block + epilogue
+    # k-loops of < 5 (13) K blocks not interleaved, so overlap_epilogue applies (shallow / woven)
+    "shortk4": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=5)}),
+    "shortk4w": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=5),
+                                       "overlap_epilogue": OverlapEpilogue(whole_block=True)}),
+    "shortk12": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=13)}),
+    "shortk12w": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=13),
+                                        "overlap_epilogue": OverlapEpilogue(whole_block=True)}),
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop

@@ -31,6 +31,11 @@ class InterleaveFfma(Pass):
     """
     name = "interleave_ffma"
     unroll = 4          # K blocks per loop iteration: FFMAs of all but the last one overlap a wgmma
+    min_k_blocks = 0    # shorter k-loops are left alone (then overlap_epilogue may apply instead)
+
+    def __init__(self, min_k_blocks: int | None = None):
+        if min_k_blocks is not None:
+            self.min_k_blocks = min_k_blocks
 
     def run(self, kernel: Node) -> Node:
         regs = {n.name: n for n in kernel.body if n.op is Op.REGS}
@@ -73,6 +78,8 @@ class InterleaveFfma(Pass):
             return [loop.with_attrs(pipelined=None, interleave="skipped: needs a ring of >= 2 stages")]
         if not (isinstance(start, int) and isinstance(stop, int) and step == 1):
             return [loop.with_attrs(pipelined=None, interleave="skipped: k loop bounds not static")]
+        if stop - start < self.min_k_blocks:
+            return [loop.with_attrs(pipelined=None, interleave=f"skipped: {stop - start} K blocks < {self.min_k_blocks}")]
         if cost + extra + REGISTER_RESERVE > budget:
             return [loop.with_attrs(pipelined=None,
                                     interleave=f"skipped: needs {cost + extra + REGISTER_RESERVE} > {budget} registers")]
