@@ -40,7 +40,9 @@ VARIANTS = {
     "noovl": lambda: pipeline_with(drop=("overlap_epilogue",)),   # epilogue not overlapped
     "ovl1": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=False)}),   # only the next wgmma
     "woven": lambda: pipeline_with({"overlap_epilogue": OverlapEpilogue(whole_block=True)}),   # next K block + epilogue
-    # k-loops of < 5 (13) K blocks not interleaved, so overlap_epilogue applies (shallow / woven)
+    # k-loops of < 5 (13) K blocks not interleaved with >= 2 math warpgroups (shortk4 = the default
+    # since step 52), so overlap_epilogue applies (shallow / woven); "int4": every k-loop interleaved
+    "int4": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=0)}),
     "shortk4": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=5)}),
     "shortk4w": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=5),
                                        "overlap_epilogue": OverlapEpilogue(whole_block=True)}),

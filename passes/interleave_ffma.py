@@ -31,7 +31,12 @@ class InterleaveFfma(Pass):
     """
     name = "interleave_ffma"
     unroll = 4          # K blocks per loop iteration: FFMAs of all but the last one overlap a wgmma
-    min_k_blocks = 0    # shorter k-loops are left alone (then overlap_epilogue may apply instead)
+    # With two or more math warpgroups, k-loops of fewer K blocks than this are left alone: the
+    # other warpgroups' wgmmas cover a promotion, and overlap_epilogue (which needs a single
+    # partial) then hides the next tile's first wgmma behind the epilogue, which pays more when a
+    # tile is only a few K blocks (128x32768x512: 13.3 vs 13.7 us, bench/TUNING.md step 52).  One
+    # math warpgroup has nobody to cover its promotion: there the pass always applies.
+    min_k_blocks = 5
 
     def __init__(self, min_k_blocks: int | None = None):
         if min_k_blocks is not None:
@@ -42,22 +47,22 @@ class InterleaveFfma(Pass):
         self.stages = {n.name: n.get("stages") for n in kernel.body if n.op is Op.CHANNEL}
         new_decls: dict[str, Node] = {}
 
-        def visit(n: Node, budget: int) -> list[Node]:
+        def visit(n: Node, budget: int, wgs: int) -> list[Node]:
             if n.op is Op.WARPGROUP:
-                budget = n.get("regs", 232)
+                budget, wgs = n.get("regs", 232), len(n.get("ids", (0,)))
             if n.op is Op.FOR and n.get("pipelined") is False and any(c.get("stage") is not None for c in n.body):
-                return self.pipeline(n, budget, regs, new_decls)
+                return self.pipeline(n, budget, regs, new_decls, wgs)
             if not n.body:
                 return [n]
-            return [n.with_body([x for c in n.body for x in visit(c, budget)])]
+            return [n.with_body([x for c in n.body for x in visit(c, budget, wgs)])]
 
-        body = [x for c in kernel.body for x in visit(c, 232)]
+        body = [x for c in kernel.body for x in visit(c, 232, 1)]
         decls = [n for n in body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)]
         rest = [n for n in body if n not in decls]
         return kernel.with_body(decls + list(new_decls.values()) + rest)
 
     # ------------------------------------------------------------------------------------------
-    def pipeline(self, loop: Node, budget: int, regs: dict, new_decls: dict) -> list[Node]:
+    def pipeline(self, loop: Node, budget: int, regs: dict, new_decls: dict, wgs: int = 1) -> list[Node]:
         start, stop, step = loop.args
         staged = [c for c in loop.body if c.get("stage") is not None]
         # register tiles carried from stage 0 to stage 1 need a second buffer
@@ -78,8 +83,9 @@ class InterleaveFfma(Pass):
             return [loop.with_attrs(pipelined=None, interleave="skipped: needs a ring of >= 2 stages")]
         if not (isinstance(start, int) and isinstance(stop, int) and step == 1):
             return [loop.with_attrs(pipelined=None, interleave="skipped: k loop bounds not static")]
-        if stop - start < self.min_k_blocks:
-            return [loop.with_attrs(pipelined=None, interleave=f"skipped: {stop - start} K blocks < {self.min_k_blocks}")]
+        if wgs > 1 and stop - start < self.min_k_blocks:
+            return [loop.with_attrs(pipelined=None, interleave=f"skipped: {stop - start} K blocks < {self.min_k_blocks} "
+                                                               f"with {wgs} math warpgroups")]
         if cost + extra + REGISTER_RESERVE > budget:
             return [loop.with_attrs(pipelined=None,
                                     interleave=f"skipped: needs {cost + extra + REGISTER_RESERVE} > {budget} registers")]

@@ -544,10 +544,10 @@ def test_cluster_kernel_runs_clean_over_seeds():
 
 
 # --- turns (order_wgmma_issue): the math warpgroups take turns; unbalanced turns are caught ---------
-def _pingpong_kernel(bm=128, order="alternate"):
+def _pingpong_kernel(bm=128, order="alternate", k=512):
     from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
     from dgir.pipeline import pipeline, run_pipeline
-    cfg = Fp8GemmConfig(n=256, k=512, block_m=bm, block_n=128, stages=2, num_sms=2, math_order=order)
+    cfg = Fp8GemmConfig(n=256, k=k, block_m=bm, block_n=128, stages=2, num_sms=2, math_order=order)
     return run_pipeline(lower(cfg), pipeline("sm90a"))
 
 
@@ -602,7 +602,8 @@ def _overlap_kernel(whole_block=True, **kw):
 @pytest.mark.parametrize("kw", [{}, {"block_m": 128, "block_n": 192, "n": 576, "cluster": 1, "math_order": "alternate"},
                                 {"block_m": 128, "block_n": 144, "n": 288, "cluster": 1, "num_sms": 1},
                                 {"block_m": 192, "block_n": 96, "n": 384, "cluster": 1, "num_sms": 1},
-                                {"block_m": 256, "block_n": 128, "k": 128, "cluster": 1, "num_sms": 1}])
+                                {"block_m": 256, "block_n": 128, "k": 128, "cluster": 1, "num_sms": 1},
+                                {"block_m": 128, "block_n": 128, "cluster": 1}])   # 4 K blocks: not interleaved
 def test_overlapped_epilogue_matches_reference_over_several_tiles(kw, whole_block):
     kern = _overlap_kernel(whole_block, **kw)
     loops = [n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue")]
@@ -653,7 +654,7 @@ def test_woven_epilogue_without_the_next_tiles_retire_is_caught():
 
 
 def test_interleaved_k_loops_keep_their_epilogue_in_place():
-    kern = _overlap_kernel(block_m=128, block_n=128, cluster=1)
+    kern = _overlap_kernel(block_m=128, block_n=128, cluster=1, k=1024)   # 8 K blocks: interleaved
     loop = next(n for n in kern.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
     assert loop.get("overlap_epilogue").startswith("skipped")
     assert not any(n.op is Op.IF for n in loop.body)
@@ -666,7 +667,7 @@ def test_pingpong_passes_the_turn_after_the_group_retires():
     i = ops.index((Op.WGMMA, None))
     assert ops[i - 1] == (Op.TURN, "wait") and ops[i + 1] == (Op.WGMMA_WAIT, None) and ops[i + 2] == (Op.TURN, "pass")
     # the interleaved 128x128 loop keeps a group in flight across a slot wait: passing after issue there
-    inter = _pingpong_kernel(128, "pingpong")
+    inter = _pingpong_kernel(128, "pingpong", k=1024)     # 8 K blocks: interleaved
     loop = next(n for n in inter.walk() if n.op is Op.FOR and n.get("pipelined"))
     ops = [(n.op, n.get("step")) for n in loop.body if n.op in (Op.WGMMA, Op.TURN)]
     assert ops[:3] == [(Op.TURN, "wait"), (Op.WGMMA, None), (Op.TURN, "pass")]

@@ -214,9 +214,12 @@ def _issue_count(k: Node, op: Op) -> int:
 
 @pytest.mark.parametrize("k_dim", [640, 768, 1024, 256, 128])
 @pytest.mark.parametrize("block_m,block_n", [(128, 128), (64, 144), (128, 96), (64, 16)])
-def test_interleave_ffma_double_buffers(block_m, block_n, k_dim):
+def test_interleave_ffma_double_buffers(block_m, block_n, k_dim, monkeypatch):
+    # the mechanism for every K (short k-loops of several math warpgroups are skipped by default:
+    # test_short_k_loops_with_several_math_warpgroups_are_not_interleaved)
+    monkeypatch.setattr(interleave_ffma.InterleaveFfma, "min_k_blocks", 0)
     cfg = Fp8GemmConfig(n=1536, k=k_dim, block_m=block_m, block_n=block_n, stages=3)
-    k = stage(cfg, "interleave_ffma")
+    k = {stem.split("_", 1)[1]: kern for stem, kern in stages_for.__wrapped__(cfg)}["interleave_ffma"]   # not cached
     nkb = cfg.k_blocks
     assert k.decl("part1").type == k.decl("part").type
     assert k.decl("sfa1").type == k.decl("sfa").type
@@ -375,3 +378,22 @@ def test_stage_b_scales_moves_the_loads_to_the_load_role(cfg):
     """)
     from dgir.passes import stage_b_scales
     assert stage_b_scales.PASS.run(k) == k                    # idempotent
+
+
+def test_short_k_loops_with_several_math_warpgroups_are_not_interleaved():
+    """interleave_ffma leaves k-loops of fewer than min_k_blocks K blocks alone when other math
+    warpgroups cover a promotion (overlap_epilogue then applies); one math warpgroup always gets it."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.pipeline import pipeline, run_pipeline
+
+    def decisions(**kw):
+        k = run_pipeline(lower(Fp8GemmConfig(n=1024, stages=4, **kw)), pipeline("sm90a"))
+        return [n.get("interleave") for n in k.walk() if n.op is Op.FOR and n.get("interleave")], \
+            [n.get("overlap_epilogue") for n in k.walk() if n.op is Op.FOR and n.get("overlap_epilogue")]
+
+    inter, ovl = decisions(k=512, block_m=128, block_n=128)
+    assert inter == ["skipped: 4 K blocks < 5 with 2 math warpgroups"] and ovl == ["next tile's first wgmma"]
+    inter, ovl = decisions(k=640, block_m=128, block_n=128)          # 5 K blocks: interleaved
+    assert inter[0].startswith("double_buffer") and ovl[0].startswith("skipped")
+    inter, _ = decisions(k=512, block_m=64, block_n=128)             # one math warpgroup: interleaved
+    assert inter[0].startswith("double_buffer")

@@ -92,9 +92,9 @@ def test_chained_wgmma_keeps_the_value_its_predecessor_retires():
 
     class ForcePipeline(InterleaveFfma):
         """interleave_ffma without its skip for accumulating loops (to pipeline a wgmma chain)."""
-        def pipeline(self, loop, budget, regs, new_decls):
+        def pipeline(self, loop, budget, regs, new_decls, wgs=1):
             body = [c.with_attrs(scale_d=0) if c.op.value == "wgmma" else c for c in loop.body]
-            out = super().pipeline(loop.with_body(body), budget, regs, new_decls)
+            out = super().pipeline(loop.with_body(body), budget, regs, new_decls, wgs)
             def restore(n):
                 if n.op.value == "wgmma":
                     return n.with_attrs(scale_d=1)
