@@ -955,16 +955,12 @@ class _Machine:
         t.unfenced.add(tile)
 
     def _sync(self, t: _Task, n: Node):
-        key = (t.region, t.syncs)
-        t.syncs += 1
+        """The emitter's `bar.sync wg+1, 128`: a barrier of the warpgroup's own 128 threads, which one
+        task runs in program order, so nothing waits here; with fence_async, the staging writes
+        before it become visible to the TMA engine.  Warpgroups do not wait for each other: each
+        stages and stores its own rows (stage_out / tma_store take this warpgroup's slice)."""
         if n.get("fence_async"):
             t.unfenced.clear()
-        arr = t.cta.sync_arrivals
-        arr[key] = arr.get(key, 0) + 1
-        need = len(self.regions[t.region].get("ids", ()))
-        if arr[key] < need:
-            yield _Blocker(lambda: arr[key] >= need,
-                           lambda: f"sync #{key[1]} of its warpgroup region: {arr[key]}/{need} warpgroups arrived")
 
     def _turn(self, t: _Task, n: Node):
         """One named barrier per warpgroup, in a ring: `pass` arrives on the next one's, `wait` syncs

@@ -89,7 +89,7 @@ class Op(enum.Enum):
     TMA_STORE_WAIT = "tma_store_wait"
     SMEM_READ = "smem_read"      # register tile <- this warpgroup's rows of a ring slot (scales)
     STAGE_OUT = "stage_out"      # convert a register tile and write it to the smem staging tile
-    SYNC = "sync"                # named barrier among the warpgroups of the region
+    SYNC = "sync"                # named barrier of the warpgroup's own threads (store role: its staging rows)
     TURN = "turn"                # the warpgroups of a region take turns in a ring (wgmma issue order); attrs:
                                  # step = prime (the last warpgroup hands warpgroup 0 the first turn) | wait (for
                                  # my turn) | pass (give the next one its turn) | drain (warpgroup 0 takes the

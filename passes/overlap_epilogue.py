@@ -42,8 +42,8 @@ class OverlapEpilogue(Pass):
     tiles (two waves a warpgroup) ran 1-5% slower (spec 87), one-wave tiles within +-3% (spec 88,
     geometric mean 0.4% faster): the tensor cores' idle time during the epilogue is not what the
     epilogue costs these power-limited kernels.  The woven form applies to one-wave tiles and not
-    under pingpong turns (the turn is held from a wgmma's issue to its retire, so woven syncs
-    would wait on warpgroups that wait for the turn); other kernels get the shallow form.
+    under pingpong turns (the turn is held from a wgmma's issue to its retire, so the other
+    warpgroups could not issue during a woven epilogue); other kernels get the shallow form.
 
     The next tile's scalars (ring counter, scale rows, column offset) are recomputed from the
     loop's own index arithmetic (the ops they depend on, cloned with the induction variable
@@ -65,8 +65,8 @@ class OverlapEpilogue(Pass):
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
-                # pingpong hands the wgmma turn on only once a group retired: weaving the epilogue's
-                # syncs between an issue and its retire would hold the turn across them
+                # pingpong hands the wgmma turn on only once a group retired: a woven epilogue between
+                # an issue and its retire would hold the turn (and the other warpgroups' wgmmas) through it
                 weave = self.whole_block and kernel.get("math_order") != "pingpong"
                 r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c, weave)])
             body.append(r)

@@ -671,3 +671,27 @@ def test_pingpong_passes_the_turn_after_the_group_retires():
     loop = next(n for n in inter.walk() if n.op is Op.FOR and n.get("pipelined"))
     ops = [(n.op, n.get("step")) for n in loop.body if n.op in (Op.WGMMA, Op.TURN)]
     assert ops[:3] == [(Op.TURN, "wait"), (Op.WGMMA, None), (Op.TURN, "pass")]
+
+
+def test_sync_is_a_barrier_of_one_warpgroup():
+    """`sync` is the emitter's bar.sync of the warpgroup's own 128 threads, not of the region: a
+    woven epilogue under pingpong turns (a warpgroup syncs while holding the turn the others wait
+    for) must run, not deadlock as a region-wide barrier would."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.passes.overlap_epilogue import OverlapEpilogue
+    from dgir.pipeline import pipeline, run_pipeline
+
+    class WeaveUnderPingpong(OverlapEpilogue):
+        def run(self, kernel):
+            return super().run(kernel.with_attrs(math_order="together")).with_attrs(math_order="pingpong")
+
+    cfg = Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=2, num_sms=2, math_order="pingpong")
+    passes = [WeaveUnderPingpong(whole_block=True) if p.name == "overlap_epilogue" else p for p in pipeline("sm90a")]
+    kern = run_pipeline(lower(cfg), passes)
+    assert any(n.get("overlap_epilogue", "").endswith("woven in") for n in kern.walk() if n.op is Op.FOR)
+    assert any(n.op is Op.TURN for n in kern.walk())
+    ins = fp8_gemm_inputs(500, 256, 512, seed=2)
+    ins.pop("D")
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    for seed in range(2):
+        assert calc_diff(run_kernel(kern, ins, seed=seed)["D"].double(), ref.double()) < 1e-5
