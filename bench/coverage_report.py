@@ -48,7 +48,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 77: M = 8191 with the M = 8192 entries (cuBLAS rejects this M)
             "results/raw/tune77_exp.json",
             # spec 80: the shapes whose pick the bracketing-entries rule (step 46) changed
-            "results/raw/tune80_exp.json"]
+            "results/raw/tune80_exp.json",
+            # spec 92: the shapes whose kernel step 52 changed (short k-loops not interleaved)
+            "results/raw/tune92_exp.json"]
 
 
 def collect():
