@@ -105,14 +105,7 @@ class OverlapEpilogue(Pass):
             return [self.rename(d, ren) for d in defs + [ctr_def, wait, mma]]
 
         has_first = Node(Op.LT, f"{tloop.name}_has_first", (start, stop), I32, role)
-        prologue = [has_first,
-                    Node(Op.IF, "", (has_first.name,), None, role, first_block(start, "_first")),
-                    mma_wait]
-
-        moved = (id(wait), id(mma), id(mma_wait))       # by identity: equal-looking ops may repeat
-        peeled = self.rename_block([c for c in kloop.body if id(c) not in moved], {kloop.name: k_start}, "_k0")
         rest = replace(kloop.with_attrs(peeled=1), args=(self.plus(k_start, k_step), k_stop, k_step))
-
         t_next = Node(Op.ADD, f"{tloop.name}_next", (tloop.name, step), I32, role)
         has_next = Node(Op.LT, f"{tloop.name}_has_next", (t_next.name, stop), I32, role)
         woven = weave and self.weave_plan(before, kloop, after)
@@ -128,6 +121,13 @@ class OverlapEpilogue(Pass):
                                 Node(Op.IF, "", (no_next.name,), None, role, after)]
             return prologue + [tloop.with_body(new_body).with_attrs(
                 overlap_epilogue="next tile's first K block, epilogue woven in")]
+        # the shallow form: K block 0 stays at the top of the tile, without the wait and wave-0 wgmma
+        # that the previous iteration (or the prologue) issued
+        prologue = [has_first,
+                    Node(Op.IF, "", (has_first.name,), None, role, first_block(start, "_first")),
+                    mma_wait]
+        moved = (id(wait), id(mma), id(mma_wait))       # by identity: equal-looking ops may repeat
+        peeled = self.rename_block([c for c in kloop.body if id(c) not in moved], {kloop.name: k_start}, "_k0")
         issue_next = [t_next, has_next,
                       Node(Op.IF, "", (has_next.name,), None, role, first_block(t_next.name, "_next"))]
         new_body = before + peeled + [rest] + issue_next + after + [mma_wait]
