@@ -11,7 +11,7 @@ from dgir.ir import SCALAR_OPS, Node, Op
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
 from dgir.passes import Pass
 from dgir.passes import (allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors,
-                         promote_scales, schedule_mma)
+                         promote_scales)
 from dgir.pipeline import pipeline
 
 
