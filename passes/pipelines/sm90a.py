@@ -17,6 +17,7 @@ PIPELINE = [
     # schedule (data): stage/order/latency on the k-loop ops; swap this pass to try another schedule
     schedule_mma.PASS,
     # materialise the schedule: double-buffered partial, promotion FFMAs overlap the next wgmma
+    # (not for k-loops of < 5 K blocks with several math warpgroups: overlap_epilogue pays more)
     interleave_ffma.PASS,
     # persistent loop: the next tile's first wgmma is issued before this tile's epilogue, so the
     # tensor cores work while the accumulators are converted and stored (one-partial k-loops)
