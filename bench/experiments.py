@@ -47,6 +47,7 @@ VARIANTS = {
     "shortk4w": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=5),
                                        "overlap_epilogue": OverlapEpilogue(whole_block=True)}),
     "shortk12": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=13)}),
+    "shortk16": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=17)}),
     "shortk12w": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(min_k_blocks=13),
                                         "overlap_epilogue": OverlapEpilogue(whole_block=True)}),
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
