@@ -89,7 +89,6 @@ class InterleaveUnroll8(InterleaveFfma):
     unroll = 8
 
 
-
 def _never_taken(kernel: Node, drop) -> Node:
     """Wrap the math warpgroups' ops that `drop` selects in `if (M < 0)`: never taken, but ptxas
     cannot know it, so what those ops read (the promoted accumulators) stays computed."""

@@ -59,12 +59,9 @@ VARIANTS = {
     "trace": lambda: pipeline_with() + [_trace_pass()],     # per-CTA milestone timestamps (timeline())
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
-    "divgeneric": lambda: None,        # default passes, plain div/rem by constants (GenericDivision)
-    "desc32": lambda: None,            # default passes, descriptors' K steps by 32-bit adds (LowWordDescriptors)
-    "st32": lambda: None,              # default passes, staging by st.shared.b32 pairs, not stmatrix (PairStores)
-    "arms8": lambda: None,             # default passes, branch arms for up to 8 split columns (SplitArms)
-    "arms4": lambda: None,             # default passes, branch arms for up to 4 split columns (SplitArms)
-    "arms16": lambda: None,            # default passes, branch arms for up to 16 split columns (SplitArms)
+    # default passes, emitter settings changed (EMITTER_KNOBS below)
+    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None,
+    "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
@@ -97,53 +94,29 @@ def sustained_clocks(run, seconds=1.5) -> dict:
     return {"sm_mhz": statistics.median(c for c, _ in samples), "power_w": statistics.median(p for _, p in samples)}
 
 
-class GenericDivision:
-    """A/B of the emitter's strength-reduced division: while active, division and remainder by
-    constants are emitted as plain div.u32 / rem.u32 (what ptxas turns into a MUFU.RCP sequence)."""
-    def __enter__(self):
-        import dgir.emitters.ptx.emit as emit
-        self.emit, self.saved = emit, (emit.emit_udiv, emit.emit_urem)
-        emit.emit_udiv = lambda b, d, x, c: b(f"div.u32 {d}, {x}, {c};")
-        emit.emit_urem = lambda b, d, x, c: b(f"rem.u32 {d}, {x}, {c};")
-
-    def __exit__(self, *exc):
-        self.emit.emit_udiv, self.emit.emit_urem = self.saved
+def emitter_knob(module: str, **values):
+    """A/B of an emitter setting: while active, `module`'s attributes take these values (restored
+    afterwards).  The PTX differs, so the kernel cache keeps both builds apart."""
+    import importlib
+    from unittest import mock
+    return mock.patch.multiple(importlib.import_module(module), **values)
 
 
-class SplitArms:
-    """A/B of the promotion of straddling tiles: while active, one branch arm per split column for up
-    to `arms` split columns (emitters/ptx/mma.py MAX_SPLIT_ARMS) instead of per-group selects."""
-    def __init__(self, arms: int):
-        self.arms = arms
-
-    def __enter__(self):
-        import dgir.emitters.ptx.mma as mma
-        self.mma, self.saved, mma.MAX_SPLIT_ARMS = mma, mma.MAX_SPLIT_ARMS, self.arms
-
-    def __exit__(self, *exc):
-        self.mma.MAX_SPLIT_ARMS = self.saved
-
-
-class PairStores:
-    """A/B of the staging stores: while active, the 128B-swizzled staging tile is written with one
-    st.shared.b32 per register pair (emitters/ptx/epilogue.py STAGE_WITH_STMATRIX) instead of stmatrix."""
-    def __enter__(self):
-        import dgir.emitters.ptx.epilogue as epilogue
-        self.epilogue, epilogue.STAGE_WITH_STMATRIX = epilogue, False
-
-    def __exit__(self, *exc):
-        self.epilogue.STAGE_WITH_STMATRIX = True
-
-
-class LowWordDescriptors:
-    """A/B of the wgmma descriptors' K steps: while active, a 32-bit add on the low word
-    (emitters/ptx/mma.py DESC_LOW_WORD_STEPS) instead of a 64-bit add."""
-    def __enter__(self):
-        import dgir.emitters.ptx.mma as mma
-        self.mma, mma.DESC_LOW_WORD_STEPS = mma, True
-
-    def __exit__(self, *exc):
-        self.mma.DESC_LOW_WORD_STEPS = False
+# variant -> the emitter settings it times (with the default passes)
+EMITTER_KNOBS = {
+    # division and remainder by constants as plain div.u32 / rem.u32 (ptxas: a MUFU.RCP sequence)
+    "divgeneric": lambda: emitter_knob("dgir.emitters.ptx.emit",
+                                       emit_udiv=lambda b, d, x, c: b(f"div.u32 {d}, {x}, {c};"),
+                                       emit_urem=lambda b, d, x, c: b(f"rem.u32 {d}, {x}, {c};")),
+    # the wgmma descriptors' K steps by a 32-bit add on the low word instead of a 64-bit add
+    "desc32": lambda: emitter_knob("dgir.emitters.ptx.mma", DESC_LOW_WORD_STEPS=True),
+    # the 128B-swizzled staging tile written by one st.shared.b32 per register pair, not stmatrix
+    "st32": lambda: emitter_knob("dgir.emitters.ptx.epilogue", STAGE_WITH_STMATRIX=False),
+    # straddling tiles' promotion: one branch arm per split column for up to 8 / 4 / 16 columns
+    "arms8": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=8),
+    "arms4": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=4),
+    "arms16": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=16),
+}
 
 
 def _trace_pass():
@@ -227,8 +200,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         ms = do_bench(run)
         return {"spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": "cublas", "diff": diff, "ms": ms,
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
-    knob = {"divgeneric": GenericDivision, "desc32": LowWordDescriptors, "st32": PairStores, "arms8": lambda: SplitArms(8),
-            "arms4": lambda: SplitArms(4), "arms16": lambda: SplitArms(16)}.get(variant_base, contextlib.nullcontext)
+    knob = EMITTER_KNOBS.get(variant_base, contextlib.nullcontext)
     with knob():
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
                                     variant=spec, config=cfg, sass_interleave=sass)

@@ -22,10 +22,10 @@ def _stage_out(self: Emitter, n: Node) -> None:
     A = self.tile(acc)
     BM, BN = self.decls[d_tile].type.shape
     base = self.smem_addr(d_tile)
-    if self.decls[d_tile].get("swizzle") == 128 and STAGE_WITH_STMATRIX:
-        _stage_out_stmatrix(self, n, A, BM, base)
-        return
     if self.decls[d_tile].get("swizzle") == 128:
+        if STAGE_WITH_STMATRIX:
+            _stage_out_stmatrix(self, n, A, BM, base)
+            return
         # 64-column panels of BM rows x 128 B; 16-byte chunk c of row r sits at chunk c ^ (r % 8)
         row, x, rb = b.reg(), b.reg(), b.reg()
         b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
