@@ -6,7 +6,8 @@ A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s
 group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
 e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k), sms (num_sms: the
 persistent grid's SM count); an empty config is the
-API's choice.  Variants: VARIANTS below, "+sass" for the SASS FFMA patch.
+API's choice.  Variants: VARIANTS below; suffixes "+sass" (the SASS FFMA patch) and "+trace" (the
+trace_timeline pass, with timeline() in the row), e.g. "late+trace".
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E
 from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
+from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex  # noqa: E402
 
@@ -56,7 +58,12 @@ VARIANTS = {
     "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
-    "trace": lambda: pipeline_with() + [_trace_pass()],     # per-CTA milestone timestamps (timeline())
+    "trace": lambda: None,             # = default+trace: per-CTA milestone timestamps (timeline()); any
+                                       # variant takes the suffix "+trace"
+    # step 53's prologue undone: tensor maps prefetched by the load role after the barrier set-up,
+    # and a .release cluster arrive (emitter knob below)
+    "late": lambda: pipeline_with({"prefetch_tma_descriptors": PrefetchTmaDescriptors(at_entry=False)}),
+    "release": lambda: None,           # only the .release cluster arrive
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
@@ -116,6 +123,8 @@ EMITTER_KNOBS = {
     "arms8": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=8),
     "arms4": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=4),
     "arms16": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=16),
+    "late": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".release"),
+    "release": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".release"),
 }
 
 
@@ -167,8 +176,11 @@ def timeline(run, trace, launches=7) -> dict:
 def run_one(spec: str, device, spread=2.0, clocks=False):
     shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
     variant = variant or "default"
-    sass = variant.endswith("+sass")
-    variant_base = variant.removesuffix("+sass")
+    variant_base, *flags = variant.split("+")      # suffixes: +sass (the SASS FFMA patch), +trace
+    sass = "sass" in flags
+    traced = "trace" in flags or variant_base == "trace"
+    if variant_base == "trace":                    # = default+trace (the name of specs 27-88)
+        variant_base = "default"
     m, n, k = map(int, shape.split(","))
     kw = dict(x.split("=") for x in cfgs.split(",") if x)
     cfg = None
@@ -202,10 +214,13 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                 "tflops": 2 * m * n * k / ms / 1e9, **(sustained_clocks(run) if clocks else {})}
     knob = EMITTER_KNOBS.get(variant_base, contextlib.nullcontext)
     with knob():
-        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=VARIANTS[variant_base](),
+        passes = VARIANTS[variant_base]()
+        if traced:
+            passes = (passes or pipeline_with()) + [_trace_pass()]
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=passes,
                                     variant=spec, config=cfg, sass_interleave=sass)
     tensors = kernel_tensors(A, sfa, B, sfb, d)
-    if variant_base == "trace":
+    if traced:
         ctas = kernel_grid(kern.grid_attrs, m)
         from dgir.passes.trace_timeline import EVENTS
         tensors["TRACE"] = torch.zeros((ctas, len(EVENTS), 2), dtype=torch.int64, device=device)
@@ -219,7 +234,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     ms = do_bench(run)
     nbytes = m * k + n * k + m * n * 2 + sfa.numel() * 4 + sfb.numel() * 4
     res = kern.result
-    extra = timeline(run, tensors["TRACE"]) if variant_base == "trace" else {}
+    extra = timeline(run, tensors["TRACE"]) if traced else {}
     return {**extra, "spec": spec, "variant": variant, "m": m, "n": n, "k": k, "kernel": res.name, "diff": diff, "ms": ms,
             "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
             "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,

@@ -142,4 +142,5 @@ def _tma_load(self: Emitter, n: Node) -> None:
 
 
 def _prefetch(self: Emitter, n: Node) -> None:
-    self.b(f"prefetch.tensormap [{self.tmap(n.args[0])}];")
+    if n.get("at") != "entry":        # at="entry": issued in the kernel's prologue (Emitter.module)
+        self.b(f"prefetch.tensormap [{self.tmap(n.args[0])}];")

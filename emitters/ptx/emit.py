@@ -21,6 +21,9 @@ from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
+# the prologue's cluster arrive: ".relaxed" (the barrier inits are released by their fence), or
+# ".release" (bench variant `late`, the form before step 53)
+CLUSTER_ARRIVE = ".relaxed"
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -150,10 +153,15 @@ class Emitter:
         b(f"shr.u32 {warp}, {tid}, 5;")
         b(f"and.b32 {warp}, {warp}, 3;                 // warp within its warpgroup")
         self.lane, self.warp = lane, warp
-        # one thread initialises every channel's barriers
+        # one thread initialises every channel's barriers; first it starts the tensor-map fetches
+        # marked at="entry" (prefetch_tma_descriptors), which then overlap the whole prologue
         p0, done = b.reg("pred"), b.label("bar_init_done")
         b(f"setp.ne.u32 {p0}, {tid}, 0;")
         b(f"@{p0} bra {done};")
+        for r in (n for n in k.body if n.op is Op.WARPGROUP):
+            for n in r.body:
+                if n.op is Op.PREFETCH_TMAP and n.get("at") == "entry":
+                    b(f"prefetch.tensormap [{self.tmap(n.args[0])}];")
         for c in (n for n in k.body if n.op is Op.CHANNEL):
             S = c.get("stages")
             for s in range(S):
@@ -171,8 +179,10 @@ class Emitter:
         b("fence.mbarrier_init.release.cluster;")
         b.put_label(done)
         if (k.get("cluster") or 1) > 1:
-            # the peers multicast into this CTA's slots and arrive on its barriers: all initialised first
-            b("barrier.cluster.arrive.release.aligned;")
+            # the peers multicast into this CTA's slots and arrive on its barriers: all initialised
+            # first.  The fence above is the release those need, so the arrive itself is relaxed (a
+            # .release arrive costs a MEMBAR.ALL.GPU in every thread, for no store to order).
+            b(f"barrier.cluster.arrive{CLUSTER_ARRIVE}.aligned;")
             b("barrier.cluster.wait.acquire.aligned;")
         else:
             b("bar.sync 0;")
