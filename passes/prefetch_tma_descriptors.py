@@ -1,4 +1,4 @@
-"""prefetch_tma_descriptors: prefetch every tensor map, at kernel entry by default."""
+"""prefetch_tma_descriptors: prefetch every tensor map at the start of the load role."""
 from __future__ import annotations
 
 from dgir.ir import Node, Op
@@ -12,15 +12,15 @@ class PrefetchTmaDescriptors(Pass):
     on fetching the 128-byte tensor map from parameter memory (after the benchmark's L2 flush, a
     DRAM round trip in front of the data's own).
 
-    `at_entry=True` (the default) marks them `at="entry"`: the emitter issues them from the thread
-    that initialises the barriers, before the initialisation and the CTA / cluster barrier, so the
-    fetch overlaps the whole prologue and the load role's tile arithmetic instead of starting after
-    them.  `at_entry=False` keeps them at the top of the load region (bench variant `late`).
+    `at_entry=True` marks them `at="entry"`: the emitter issues them from the thread that initialises
+    the barriers, before the initialisation and the CTA / cluster barrier (bench variant `early`).
+    Measured (TUNING step 53) no faster: the first stage's round trip after the L2 flush is the
+    data's, not the descriptor's, so the default keeps them in the load region.
     Idempotent: params already prefetched are skipped.
     """
     name = "prefetch_tma_descriptors"
 
-    def __init__(self, at_entry: bool = True):
+    def __init__(self, at_entry: bool = False):
         self.at_entry = at_entry
 
     def run(self, kernel: Node) -> Node:

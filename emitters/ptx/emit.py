@@ -21,9 +21,10 @@ from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
-# the prologue's cluster arrive: ".relaxed" (the barrier inits are released by their fence), or
-# ".release" (bench variant `late`, the form before step 53)
-CLUSTER_ARRIVE = ".relaxed"
+# the prologue's cluster arrive: ".release", or ".relaxed" (bench variants `relaxed`, `early`): the
+# fence.mbarrier_init before it already releases the barrier inits, and a .release arrive costs a
+# MEMBAR.ALL.GPU in every thread; measured no faster (TUNING step 53), so the default stays
+CLUSTER_ARRIVE = ".release"
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -179,9 +180,7 @@ class Emitter:
         b("fence.mbarrier_init.release.cluster;")
         b.put_label(done)
         if (k.get("cluster") or 1) > 1:
-            # the peers multicast into this CTA's slots and arrive on its barriers: all initialised
-            # first.  The fence above is the release those need, so the arrive itself is relaxed (a
-            # .release arrive costs a MEMBAR.ALL.GPU in every thread, for no store to order).
+            # the peers multicast into this CTA's slots and arrive on its barriers: all initialised first
             b(f"barrier.cluster.arrive{CLUSTER_ARRIVE}.aligned;")
             b("barrier.cluster.wait.acquire.aligned;")
         else:
