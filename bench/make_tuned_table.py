@@ -45,7 +45,9 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # 192-row tiles (three math warpgroups) against the API's configs and cuBLAS (step 41)
            + [f"results/raw/tune{i}_exp.json" for i in (68, 69, 70, 72, 73, 75)]
            # M = 8192: the grid's last point was 6144 (M = 8191 took the model's pick)
-           + ["results/raw/tune76_exp.json"])
+           + ["results/raw/tune76_exp.json"]
+           # rings as deep as a split-K slice's K blocks at small M (step 54)
+           + ["results/raw/tune95_exp.json"])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
