@@ -48,7 +48,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 77: M = 8191 with the M = 8192 entries (cuBLAS rejects this M)
             "results/raw/tune77_exp.json",
             # spec 80: the shapes whose pick the bracketing-entries rule (step 46) changed
-            "results/raw/tune80_exp.json"]
+            "results/raw/tune80_exp.json",
+            # spec 97: the shapes whose pick the deeper rings of step 54 changed
+            "results/raw/tune97_exp.json"]
 # Not used: spec 92 (the three shapes whose kernel step 52 changed) - cuBLAS ran anomalously slow in
 # that call (21-27 us in its first pass, 14-16 in its second, against 13-14.5 in every other run), so
 # those shapes keep their earlier API / cuBLAS pairs (bench/TUNING.md step 52).
