@@ -50,10 +50,12 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 80: the shapes whose pick the bracketing-entries rule (step 46) changed
             "results/raw/tune80_exp.json",
             # spec 97: the shapes whose pick the deeper rings of step 54 changed
-            "results/raw/tune97_exp.json"]
-# Not used: spec 92 (the three shapes whose kernel step 52 changed) - cuBLAS ran anomalously slow in
-# that call (21-27 us in its first pass, 14-16 in its second, against 13-14.5 in every other run), so
-# those shapes keep their earlier API / cuBLAS pairs (bench/TUNING.md step 52).
+            "results/raw/tune97_exp.json",
+            # spec 98: the three shapes whose kernel step 52 changed (96/128/384x32768x512), re-timed
+            "results/raw/tune98_exp.json"]
+# Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
+# (21-27 us in its first pass, 14-16 in its second, against 13-14.5 in every other run); spec 98
+# timed them again (bench/TUNING.md step 54).
 
 
 def collect():
