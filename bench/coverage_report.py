@@ -52,7 +52,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 97: the shapes whose pick the deeper rings of step 54 changed
             "results/raw/tune97_exp.json",
             # spec 98: the three shapes whose kernel step 52 changed (96/128/384x32768x512), re-timed
-            "results/raw/tune98_exp.json"]
+            "results/raw/tune98_exp.json",
+            # spec 100: the shapes whose pick step 56 moved
+            "results/raw/tune100_exp.json"]
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
 # (21-27 us in its first pass, 14-16 in its second, against 13-14.5 in every other run); spec 98
 # timed them again (bench/TUNING.md step 54).

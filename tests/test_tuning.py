@@ -150,3 +150,21 @@ def test_walk_rounds_counts_the_persistent_rounds_of_every_walk_kind():
     dsm = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8, split_reduce="cluster",
                         ctas_per_sm=2)
     assert walk_rounds(64, dsm) == 1 and walk_rounds(4096, dsm) == 35       # 18 / 1152 tiles, 33 clusters
+
+
+def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(monkeypatch):
+    """make_tuned_table: the newest file that timed the pick twice beside other configs (twice each)
+    decides by medians, with a 1% margin; a single fast sample elsewhere does not."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import make_tuned_table as mt
+    monkeypatch.setattr(mt, "SOURCES", ["old.json", "new.json"])
+    key = ("H200", 128, 7168, 2048)
+    s = {key + ("old.json",): {"pick": [10.0e-6, 12.0e-6], "other": [11.0e-6, 11.0e-6]},
+         key + ("new.json",): {"pick": [12.1e-6, 12.1e-6], "other": [11.7e-6, 11.6e-6], "once": [9e-6]}}
+    assert mt.head_to_head(s, key, "pick") == (11.65e-6, "other", "new.json")     # newest file decides
+    s[key + ("new.json",)]["other"] = [12.05e-6, 12.0e-6]                          # < 1% apart: a tie
+    assert mt.head_to_head(s, key, "pick") is None
+    del s[key + ("new.json",)]["pick"]              # the pick not timed there: old.json decides (a tie)
+    assert mt.head_to_head(s, key, "pick") is None
+    s[key + ("old.json",)]["other"] = [9.0e-6, 9.5e-6]
+    assert mt.head_to_head(s, key, "pick") == (9.25e-6, "other", "old.json")
