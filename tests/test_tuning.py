@@ -161,10 +161,10 @@ def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(mon
     key = ("H200", 128, 7168, 2048)
     s = {key + ("old.json",): {"pick": [10.0e-6, 12.0e-6], "other": [11.0e-6, 11.0e-6]},
          key + ("new.json",): {"pick": [12.1e-6, 12.1e-6], "other": [11.7e-6, 11.6e-6], "once": [9e-6]}}
-    assert mt.head_to_head(s, key, "pick") == (11.65e-6, "other", "new.json")     # newest file decides
+    assert mt.head_to_head(s, key, "pick") == (pytest.approx(11.65e-6), "other", "new.json")   # the newest file decides
     s[key + ("new.json",)]["other"] = [12.05e-6, 12.0e-6]                          # < 1% apart: a tie
     assert mt.head_to_head(s, key, "pick") is None
     del s[key + ("new.json",)]["pick"]              # the pick not timed there: old.json decides (a tie)
     assert mt.head_to_head(s, key, "pick") is None
     s[key + ("old.json",)]["other"] = [9.0e-6, 9.5e-6]
-    assert mt.head_to_head(s, key, "pick") == (9.25e-6, "other", "old.json")
+    assert mt.head_to_head(s, key, "pick") == (pytest.approx(9.25e-6), "other", "old.json")
