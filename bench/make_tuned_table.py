@@ -70,21 +70,23 @@ def on_grid(m: int) -> bool:
     return power or between
 
 
-def head_to_head(samples, key, pick: str):
-    """(median seconds, kernel, source) of the config that beats `pick` by >= 1% in the newest file
-    that timed `pick` and other configs at least twice each; None when no such file disagrees."""
+def newest_duel(samples, key, baseline: str, among=None, repeats: int = 1, stat=min):
+    """The newest file that timed `baseline` beside other kernels (those in `among`, when given), each
+    at least `repeats` times, decides: (stat of its seconds, kernel, source) of that file's fastest,
+    or of `baseline` when the fastest is not >= 1% faster than it; None when no file timed both."""
     decided = None
     for src in SOURCES:
-        repeated = {kern: statistics.median(t) for kern, t in samples.get(key + (src,), {}).items() if len(t) >= 2}
-        if pick in repeated and len(repeated) > 1:
-            decided = src, repeated
+        here = {kern: stat(t) for kern, t in samples.get(key + (src,), {}).items()
+                if len(t) >= repeats and (among is None or kern in among)}
+        if baseline in here and len(here) > 1:
+            decided = src, here
     if decided is None:
         return None
-    src, med = decided
-    best = min(med, key=med.get)
-    if best == pick or med[best] > MARGIN * med[pick]:
-        return None
-    return med[best], best, src
+    src, t = decided
+    best = min(t, key=t.get)
+    if t[best] > MARGIN * t[baseline]:
+        best = baseline
+    return t[best], best, src
 
 
 def main():
@@ -92,7 +94,6 @@ def main():
     ap.add_argument("--out", type=Path, default=OUT)
     out = ap.parse_args().out
     timed = defaultdict(dict)          # (device, m, n, k) -> kernel -> (seconds, config, source)
-    per_file = defaultdict(dict)       # (device, m, n, k, source) -> kernel -> seconds
     samples = defaultdict(lambda: defaultdict(list))   # (device, m, n, k, source) -> kernel -> [seconds]
     for src in SOURCES:
         doc = json.loads((ROOT / src).read_text())
@@ -106,8 +107,6 @@ def main():
             if cfg is None:
                 continue
             key = (device, r["m"], r["n"], r["k"])
-            here = per_file[key + (src,)]
-            here[r["kernel"]] = min(here.get(r["kernel"], float("inf")), r["ms"] * 1e-3)
             samples[key + (src,)][r["kernel"]].append(r["ms"] * 1e-3)
             best = timed[key].get(r["kernel"])
             if best is None or r["ms"] < best[0] * 1e3:
@@ -120,21 +119,16 @@ def main():
             continue                   # other M (4097, 17, 32) take the nearest grid point's entry
                                        # (dgir.tuning.nearest)
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
-        duel = head_to_head(samples, (device, m, n, k), cfg.kernel_name())
-        if duel is not None:
+        key = (device, m, n, k)
+        # configs: medians of repeated timings; math orders: best of a file's repetitions
+        duel = newest_duel(samples, key, cfg.kernel_name(), repeats=2, stat=statistics.median)
+        if duel is not None and duel[1] != cfg.kernel_name():
             seconds, cfg, src = duel[0], runs[duel[1]][1], duel[2]
-        orders = {o: replace(cfg, math_order=o) for o in MATH_ORDERS}
-        decided = None
-        for s in SOURCES:              # newest head-to-head of the math orders decides
-            here = per_file.get((device, m, n, k, s), {})
-            t = {o: here[c.kernel_name()] for o, c in orders.items() if c.kernel_name() in here}
-            if "together" in t and len(t) > 1:
-                best = min(t, key=t.get)
-                if t[best] > MARGIN * t["together"]:
-                    best = "together"
-                decided = best, t[best], s
-        if decided is not None and orders[decided[0]] != cfg:   # that file's time is the evidence
-            cfg, seconds, src = orders[decided[0]], decided[1], decided[2]
+        orders = {replace(cfg, math_order=o).kernel_name(): replace(cfg, math_order=o) for o in MATH_ORDERS}
+        together = replace(cfg, math_order="together").kernel_name()
+        duel = newest_duel(samples, key, together, among=orders)
+        if duel is not None and orders[duel[1]] != cfg:   # that file's time is the evidence
+            seconds, cfg, src = duel[0], orders[duel[1]], duel[2]
         entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
                         "config": cfg.as_dict(), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
                         "configs_timed": len(runs)})

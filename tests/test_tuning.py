@@ -1,5 +1,6 @@
 """Measured configs: the shipped table, the user cache, and how the DeepGEMM API chooses a config."""
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -161,10 +162,15 @@ def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(mon
     key = ("H200", 128, 7168, 2048)
     s = {key + ("old.json",): {"pick": [10.0e-6, 12.0e-6], "other": [11.0e-6, 11.0e-6]},
          key + ("new.json",): {"pick": [12.1e-6, 12.1e-6], "other": [11.7e-6, 11.6e-6], "once": [9e-6]}}
-    assert mt.head_to_head(s, key, "pick") == (pytest.approx(11.65e-6), "other", "new.json")   # the newest file decides
+    duel = lambda: mt.newest_duel(s, key, "pick", repeats=2, stat=statistics.median)  # noqa: E731
+    assert duel() == (pytest.approx(11.65e-6), "other", "new.json")       # the newest file decides
     s[key + ("new.json",)]["other"] = [12.05e-6, 12.0e-6]                          # < 1% apart: a tie
-    assert mt.head_to_head(s, key, "pick") is None
+    assert duel() == (12.1e-6, "pick", "new.json")
     del s[key + ("new.json",)]["pick"]              # the pick not timed there: old.json decides (a tie)
-    assert mt.head_to_head(s, key, "pick") is None
+    assert duel() == (11.0e-6, "pick", "old.json")
     s[key + ("old.json",)]["other"] = [9.0e-6, 9.5e-6]
-    assert mt.head_to_head(s, key, "pick") == (pytest.approx(9.25e-6), "other", "old.json")
+    assert duel() == (pytest.approx(9.25e-6), "other", "old.json")
+    assert mt.newest_duel(s, key, "pick") == (9.0e-6, "other", "old.json")   # best of repetitions
+    assert mt.newest_duel(s, key, "pick", among={"pick"}) is None            # nothing to duel with
+    del s[key + ("old.json",)]
+    assert duel() is None                                                      # no file timed both
