@@ -77,6 +77,10 @@ VARIANTS = {
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
     "nostageout": lambda: pipeline_with(after={"overlap_epilogue": NoStageOut()}),   # timing only
     "noepilogue": lambda: pipeline_with(after={"overlap_epilogue": NoEpilogue()}),   # timing only
+    # programmatic dependent launch (step 57): "nopdl" - kernels without griddepcontrol (what the
+    # instructions cost a plain launch); "pdl" - the default kernel launched with the PDL attribute
+    "nopdl": lambda: pipeline_with(drop=("programmatic_dependent_launch",)),
+    "pdl": lambda: None,
 }
 
 
@@ -227,7 +231,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
         tensors["TRACE"] = torch.zeros((ctas, len(EVENTS), 2), dtype=torch.int64, device=device)
     plan = kern.plan(tensors, m)   # the API's warm path
     stream = torch.cuda.current_stream(device).cuda_stream
-    run = lambda: plan(stream)  # noqa: E731
+    pdl = variant_base == "pdl"
+    run = lambda: plan(stream, pdl)  # noqa: E731
     run()
     torch.cuda.synchronize()
     out = d.double()

@@ -17,6 +17,7 @@ from . import compiler
 from .env import env
 from .ops.fp8_gemm import ceil_div, check as check_dims
 
+_pdl = False               # set_pdl: launch with programmatic dependent launch
 _kernels: dict = {}
 _plans: dict = {}          # validated argument signature -> (LaunchPlan, SFA staging, device index)
 _lock = threading.Lock()
@@ -98,7 +99,22 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         transpose(stream)
     if sfb_staging is not None:
         sfb_staging.copy_(b[1])
-    launch(stream)
+    launch(stream, _pdl)
+
+
+def set_pdl(enable: bool) -> None:
+    """Launch the GEMMs with programmatic dependent launch (DeepGEMM's `set_pdl`; off by default, as
+    there): each kernel may start while the stream's previous kernel is finishing, setting up its
+    barriers and descriptors in that kernel's tail, and waits for its results before touching
+    memory (every dgir kernel carries that wait; bench/pdl_chain.py measures the gain)."""
+    global _pdl
+    if not isinstance(enable, bool):
+        raise ValueError(f"set_pdl: `enable` must be a bool; got {type(enable).__name__}")
+    _pdl = enable
+
+
+def get_pdl() -> bool:
+    return _pdl
 
 
 def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):

@@ -366,6 +366,8 @@ class _Machine:
             Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,
             Op.PARTIAL_PUBLISH: self._partial_publish, Op.PARTIAL_REDUCE: self._partial_reduce,
             Op.PARTIAL_RECLAIM: self._partial_reclaim,
+            # one kernel runs here, so there is no previous grid to wait for nor a next one to release
+            Op.GRID_WAIT: self._no_effect, Op.LAUNCH_DEPENDENTS: self._no_effect,
         }
 
     # --- inputs ---------------------------------------------------------------------------------
@@ -925,6 +927,9 @@ class _Machine:
                             f"released more often ({ch.empty_done} vs {need})")
 
     # --- memory ---------------------------------------------------------------------------------
+    def _no_effect(self, t: _Task, n: Node):
+        return None
+
     def _prefetch(self, t: _Task, n: Node):
         if not n.args or n.args[0] not in self.params:
             raise InterpError(f"prefetch_tmap of unknown param {n.args}")

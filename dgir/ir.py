@@ -124,6 +124,11 @@ class Op(enum.Enum):
                                          # every sender it was read
     PARTIAL_RECLAIM = "partial_reclaim"  # args: partials, round: wait until every CTA has read what this CTA
                                          # sent it in round - 1 (nothing to wait for at round 0)
+    # programmatic dependent launch (PDL): a no-op unless the launch allows the kernel to start early
+    GRID_WAIT = "grid_wait"        # wait until the grids this one depends on (the stream's previous kernel)
+                                   # have completed and their writes are visible; every global access after it
+    LAUNCH_DEPENDENTS = "launch_dependents"  # this CTA no longer holds back the launch of the stream's next
+                                             # kernel (which still waits for this grid's completion in its grid_wait)
     TIMESTAMP = "timestamp"        # args: trace param; attrs: event, keep (first | last): the region's first
                                    # warpgroup writes %globaltimer and %clock64 into trace[cta, event]
     # Ascend (AscendC units; `pipe` attr: MTE2 GM->L1/UB, MTE1 L1->L0A/B, M cube, FIX L0C->GM, V vector, MTE3 UB->GM)
@@ -152,6 +157,10 @@ DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL, Op.LOCAL}
 SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT,
               Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE, Op.SMEM_SCALAR}
 ROLES = ("load", "mma", "store", "other")
+# ops that read or write global memory other than the kernel's own trace buffer: under programmatic
+# dependent launch each must come after its region's grid_wait (verifier)
+GLOBAL_ACCESS = {Op.TMA_LOAD, Op.STAGE_SCALE, Op.LOAD_SCALE, Op.TMA_STORE, Op.STORE_DIRECT, Op.SPLIT_STORE,
+                 Op.SPLIT_ARRIVE, Op.SPLIT_REDUCE, Op.SPLIT_PEEK, Op.SPLIT_GATHER, Op.SPLIT_RESET, Op.PARTIAL_REDUCE}
 
 
 @dataclass(frozen=True)

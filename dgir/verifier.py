@@ -1,7 +1,7 @@
 """Structural checks of a kernel: names, types, role rules, channel pairing, resource limits."""
 from __future__ import annotations
 
-from .ir import DECLS, ROLES, SCALAR_OPS, DType, Node, Op
+from .ir import DECLS, GLOBAL_ACCESS, ROLES, SCALAR_OPS, DType, Node, Op
 
 SMEM_LIMIT = 232448
 SMEM_PER_SM = 233472      # one SM's shared memory; each resident CTA reserves 1 KB of it
@@ -18,7 +18,7 @@ ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.STAGE_SCALE: 7, Op.SMEM_SC
          Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
          Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
          Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 5, Op.SPLIT_PEEK: 3, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
-         Op.TIMESTAMP: 1, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
+         Op.TIMESTAMP: 1, Op.GRID_WAIT: 0, Op.LAUNCH_DEPENDENTS: 0, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
 
 
 class VerifyError(ValueError):
@@ -60,6 +60,9 @@ def verify(kernel: Node) -> None:
             if ops and missing:
                 err(n, f"channel %{name} is used without {', '.join(sorted(o.value for o in missing))}")
 
+    # a kernel that may start before the previous one ends (programmatic dependent launch) waits for it
+    # in every region before any global access
+    pdl = kernel.get("pdl") is True or any(n.op is Op.GRID_WAIT for n in kernel.walk())
     ids_seen: set[int] = set()
     regs_total = 0
     for wg in (n for n in kernel.body if n.op is Op.WARPGROUP):
@@ -76,6 +79,8 @@ def verify(kernel: Node) -> None:
                 err(wg, f"regs={regs}: setmaxnreg takes a multiple of 8 in [24, 256]")
             regs_total += regs * 128 * len(ids)
         _check_body(wg.body, set(decls), kinds, decls, roles, err)
+        if pdl:
+            _check_waits_first(wg, err)
     if ids_seen and sorted(ids_seen) != list(range(len(ids_seen))):
         err(kernel, f"warpgroup ids {sorted(ids_seen)} must be 0..n-1")
     occ = kernel.get("ctas_per_sm") or 1
@@ -88,6 +93,21 @@ def verify(kernel: Node) -> None:
         err(kernel, f"shared memory {smem} B exceeds the {limit} B limit ({occ} CTA(s) per SM)")
     if errors:
         raise VerifyError("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
+
+
+def _check_waits_first(region: Node, err) -> None:
+    """The region's first global access (program order) comes after a grid_wait at its top level."""
+    for top in region.body:
+        if top.op is Op.GRID_WAIT:
+            return
+        first = next((n for n in top.walk() if n.op in GLOBAL_ACCESS), None)
+        if first is not None:
+            err(first, f"{first.op.value} touches global memory before the region's grid_wait "
+                       f"(a kernel launched with programmatic dependent launch may still be sharing the GPU "
+                       f"with the kernel that writes it)")
+            return
+    if any(n.op in GLOBAL_ACCESS for n in region.walk()):
+        err(region, "a region of a pdl kernel touches global memory without a grid_wait")
 
 
 def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -> None:

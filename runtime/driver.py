@@ -397,28 +397,44 @@ class LaunchPlan:
     before anything is queued; then the launch is retried in the function's own context and the
     caller's context is given back (a thread that had none keeps the primary context current, as
     CUDA's runtime API leaves it).  One plan serves one stream at a time: two threads launching
-    the same plan (the same output tensor) on different streams would race on its stream field."""
+    the same plan (the same output tensor) on different streams would race on its stream field.
 
-    def __init__(self, fn: Function, grid, block, smem_bytes: int, args: Sequence):
+    `pdl=True` launches with programmatic dependent launch (the kernel may start while the
+    stream's previous kernel finishes), allowed only for kernels built to wait for it
+    (`pdl_capable`: the programmatic_dependent_launch pass ran)."""
+
+    def __init__(self, fn: Function, grid, block, smem_bytes: int, args: Sequence, pdl_capable: bool = False):
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         if smem_bytes > fn.max_dynamic_smem:
             set_max_dynamic_smem(fn, smem_bytes)
         self.fn = fn
         self.args = list(args)                         # keep the ctypes objects / tensor maps alive
+        # the cluster shape travels in the cubin; the one attribute is PDL, counted only when asked for
         self.attrs = (CUlaunchAttribute * 1)()
+        self.attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        self.attrs[0].value.programmaticStreamSerializationAllowed = 1
         self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, self.attrs, 0)
+        self.pdl_capable, self._pdl = pdl_capable, False
         self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
         self.ctx = _make_current(fn.device_index)
         self._launch = _cuda().cuLaunchKernelEx
         self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
         self._stream = None
 
-    def __call__(self, stream_handle: int) -> None:
+    def __call__(self, stream_handle: int, pdl: bool = False) -> None:
         if stream_handle != self._stream:     # a ctypes field store costs more than the compare
             self.cfg.hStream = self._stream = stream_handle
+        if pdl is not self._pdl:
+            self._set_pdl(pdl)
         res = self._launch(self._cfg_ref, self._fn_ref, self.params, None)
         if res:
             self._launch_in_own_context(res)
+
+    def _set_pdl(self, pdl: bool) -> None:
+        if pdl and not self.pdl_capable:
+            raise ValueError(f"{self.fn.name} was built without the programmatic_dependent_launch pass: launched "
+                             f"with PDL it could read its inputs before the previous kernel has written them")
+        self.cfg.numAttrs, self._pdl = (1 if pdl else 0), bool(pdl)
 
     def _launch_in_own_context(self, res: int) -> None:
         lib, cur = _cuda(), VP()

@@ -31,6 +31,7 @@ class LoadedKernel:
         self.num_sms = k.get("num_sms")
         self.n_blocks = -(-k.get("n") // self.block_n)
         self.split_k = k.get("split_k") or 1
+        self.pdl_capable = k.get("pdl") is True     # passes/programmatic_dependent_launch.py ran
         self.module = driver.load_module(result.cubin, device_index)
         self.fn = self.module.function(result.name)
         driver.set_max_dynamic_smem(self.fn, self.smem)
@@ -80,7 +81,7 @@ class LoadedKernel:
         the tensor maps): the warm path of the DeepGEMM-style API."""
         grid = kernel_grid(self.grid_attrs, m)
         args = self.arguments(tensors, m)
-        plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args)
+        plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args, self.pdl_capable)
         plan.tensors = self._keep             # workspace lives as long as the plan
         return plan
 
@@ -115,6 +116,6 @@ class LoadedKernel:
                 args.append(ctypes.c_uint32(m))
         return args
 
-    def launch(self, tensors: dict, m: int, stream_handle: int) -> None:
+    def launch(self, tensors: dict, m: int, stream_handle: int, pdl: bool = False) -> None:
         """One-off launch (tests, benchmarks): builds a plan and runs it."""
-        self.plan(tensors, m)(stream_handle)
+        self.plan(tensors, m)(stream_handle, pdl)

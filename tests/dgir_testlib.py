@@ -13,6 +13,12 @@ from dgir.ops.fp8_gemm import Fp8GemmConfig, legal_block_ns, lower, max_stages
 from dgir.pipeline import pipeline, run_pipeline
 
 
+# the sm90a pipeline in order: the tests that pin it (names, dump files, events) share this one list
+SM90A_PASSES = ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
+                "interleave_ffma", "overlap_epilogue", "order_wgmma_issue", "multicast_tma", "uniform_warpgroup_index",
+                "programmatic_dependent_launch", "allocate_smem"]
+
+
 def _configs():
     """fp8_gemm_nt configs: block_m 64/128, block_n 16..192 (incl. tiles that straddle two 128-row
     B-scale blocks: 48, 80, 96, 112, 144, 160, 192), several ring depths, K with a ragged tail."""

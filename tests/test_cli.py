@@ -11,16 +11,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dgir_testlib import emitter  # noqa: F401
+from dgir_testlib import SM90A_PASSES, emitter  # noqa: F401
 
 from dgir import cli
 from dgir.pipeline import unregister_all
 
 MAIN_JOB = ["compile", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384"]
 SMALL = ["compile", "fp8_gemm_nt", "--m", "2048", "--n", "1024", "--k", "640"]   # bm128 bn128
-STAGES = ["00_lower_gemm", "01_promote_scales", "02_stage_b_scales", "03_prefetch_tma_descriptors", "04_assign_registers",
-          "05_schedule_mma", "06_interleave_ffma", "07_overlap_epilogue", "08_order_wgmma_issue",
-          "09_multicast_tma", "10_uniform_warpgroup_index", "11_allocate_smem"]
+STAGES = [f"{i:02d}_{name}" for i, name in enumerate(["lower_gemm"] + SM90A_PASSES)]
 
 
 @pytest.fixture(autouse=True)
@@ -119,7 +117,7 @@ def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     e = kernel_dir(tmp_path / "b")
     assert e.name == d.name                                       # same kernel, same config
     assert sorted(p.stem for p in e.glob("*.dgir")) == STAGES      # the earlier stages come along
-    final = (e / "11_allocate_smem.dgir").read_text()
+    final = (e / "12_allocate_smem.dgir").read_text()
     assert "regs=216" in final and "regs=232" not in final
     assert (e / "04_assign_registers.dgir").read_text() == f.read_text()
     assert (e / "01_promote_scales.dgir").read_text() == (d / "01_promote_scales.dgir").read_text()
@@ -166,8 +164,8 @@ def test_compile_plugin_pass_shows_up(tmp_path, capsys, monkeypatch, emitter):
     rc, out, err = run(capsys, *SMALL, "--plugin", "cli_tag_plugin", "--dump-dir", "d", "--no-assemble")
     assert rc == 0, err
     d = kernel_dir(tmp_path / "d")
-    assert (d / "02_cli_tag.dgir").exists() and (d / "12_allocate_smem.dgir").exists()
-    assert 'cli_tag="yes"' in (d / "12_allocate_smem.dgir").read_text()
+    assert (d / "02_cli_tag.dgir").exists() and (d / "13_allocate_smem.dgir").exists()
+    assert 'cli_tag="yes"' in (d / "13_allocate_smem.dgir").read_text()
     rc, out, err = run(capsys, "passes", "--target", "sm90a")
     assert rc == 0 and re.search(r"^  02 cli_tag\b", out, re.M)
     assert "Marks the kernel (CLI plug-in test)." in out

@@ -47,3 +47,16 @@ def test_transform_sf_gives_mn_major_tma_aligned_layout():
     assert torch.equal(t, sfa)
     # already in the required layout: returned as is, no copy
     assert deep_gemm.get_mn_major_tma_aligned_tensor(t) is t
+
+
+def test_set_pdl_takes_a_bool_and_get_pdl_reads_it_back():
+    assert deep_gemm.get_pdl() is False                    # off by default, as in DeepGEMM
+    try:
+        deep_gemm.set_pdl(True)
+        assert deep_gemm.get_pdl() is True
+        with pytest.raises(ValueError, match="`enable` must be a bool"):
+            deep_gemm.set_pdl(1)
+        assert deep_gemm.get_pdl() is True                 # a rejected call changes nothing
+    finally:
+        deep_gemm.set_pdl(False)
+    assert deep_gemm.get_pdl() is False

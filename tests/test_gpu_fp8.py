@@ -428,3 +428,68 @@ def test_woven_epilogue_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl,
         outs.append(d)
     _check(outs[1], ref)
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
+# programmatic dependent launch: 256x128 c2A, 64-row split-K over a cluster (DSMEM), global split-K, 64x64
+PDL_SHAPES = [(4096, 7168, 2048), (128, 576, 7168), (64, 2112, 7168), (128, 4096, 7168)]
+
+
+@pytest.mark.parametrize("m,n,k", PDL_SHAPES, ids=[f"{m}x{n}x{k}" for m, n, k in PDL_SHAPES])
+def test_pdl_launch_reads_what_the_previous_kernels_wrote(m, n, k):
+    """set_pdl(True): the GEMM may start while the kernels before it finish.  Those kernels rewrite
+    A, the scales and B right before each launch; the GEMM must see the new values: bitwise the
+    result of the same GEMM on those inputs without PDL."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    seed = torch.randint(0, 2**31 - 2, ()).item()
+    dev = torch.device("cuda")
+    old = fp8_inputs(m, n, k, dev, seed)[:4]
+    new = fp8_inputs(m, n, k, dev, seed + 1)
+    A, sfa, B, sfb = (t.clone() for t in old)
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
+    deep_gemm.fp8_gemm_nt((new[0], new[1]), (new[2], new[3]), d)       # the same kernel, PDL off
+    torch.cuda.synchronize()
+    expected = d.clone()
+    assert calc_diff(expected.double(), new[4]) < 1e-3
+    new_sfa = deep_gemm.get_mn_major_tma_aligned_tensor(new[1])
+    deep_gemm.set_pdl(True)
+    try:
+        for _ in range(4):
+            A.copy_(old[0]); sfa.copy_(deep_gemm.get_mn_major_tma_aligned_tensor(old[1]))
+            B.copy_(old[2]); sfb.copy_(old[3])
+            d.fill_(float("nan"))
+            A.copy_(new[0]); B.copy_(new[2]); sfb.copy_(new[3]); sfa.copy_(new_sfa)   # sfa last: right before
+            deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+            torch.cuda.synchronize()
+            assert torch.equal(d.view(torch.int16), expected.view(torch.int16))
+    finally:
+        deep_gemm.set_pdl(False)
+
+
+def test_pdl_chain_into_one_output_keeps_the_launch_order():
+    """A long GEMM, then a short one into the same D, both with PDL: the long one lets the short one
+    launch after its last loads, while its own epilogues still write D; the short one's writes must
+    still land last (its grid_wait)."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    m, n = 512, 7168
+    dev = torch.device("cuda")
+    seed = torch.randint(0, 2**31 - 2, ()).item()
+    long_ = fp8_inputs(m, n, 16384, dev, seed)
+    short = fp8_inputs(m, n, 512, dev, seed + 1)
+    d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
+    deep_gemm.fp8_gemm_nt((short[0], short[1]), (short[2], short[3]), d)
+    torch.cuda.synchronize()
+    expected = d.clone()
+    assert calc_diff(expected.double(), short[4]) < 1e-3
+    deep_gemm.set_pdl(True)
+    try:
+        for _ in range(8):
+            d.fill_(float("nan"))
+            deep_gemm.fp8_gemm_nt((long_[0], long_[1]), (long_[2], long_[3]), d)
+            deep_gemm.fp8_gemm_nt((short[0], short[1]), (short[2], short[3]), d)
+            torch.cuda.synchronize()
+            assert torch.equal(d.view(torch.int16), expected.view(torch.int16))
+    finally:
+        deep_gemm.set_pdl(False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from dgir_testlib import CONFIGS, DEFAULT, SOME_CONFIGS, cfg_id, k_loops, region, stage, stages_for
+from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, cfg_id, final, k_loops, region, stage, stages_for
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
@@ -62,9 +62,7 @@ def text(cfg, name):
 def test_pipeline_passes_are_named_documented_objects():
     passes = pipeline("sm90a")
     names = [p.name for p in passes]
-    assert names == ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
-                     "interleave_ffma", "overlap_epilogue", "order_wgmma_issue", "multicast_tma",
-                     "uniform_warpgroup_index", "allocate_smem"]
+    assert names == SM90A_PASSES
     for p in passes:
         assert isinstance(p, Pass)
         assert len((type(p).__doc__ or "").strip()) > 80, p.name
@@ -416,3 +414,60 @@ def test_short_k_loops_with_several_math_warpgroups_are_not_interleaved():
     assert inter[0].startswith("double_buffer") and ovl[0].startswith("skipped")
     inter, _ = decisions(k=512, block_m=64, block_n=128)             # one math warpgroup: interleaved
     assert inter[0].startswith("double_buffer")
+
+
+# --- programmatic_dependent_launch ---------------------------------------------------------------------
+PDL_CONFIGS = [DEFAULT,
+               Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
+               Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8, split_reduce="cluster",
+                             ctas_per_sm=2),
+               Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2),
+               Fp8GemmConfig(n=7168, k=2048, block_m=128, block_n=128, stages=5, stream_k=True),
+               Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=10, epilogue="direct")]
+# a PTX instruction that reads or writes global memory (cvta only converts an address)
+GLOBAL_INSN = re.compile(r"^\s*(@!?%\w+\s+)?(?!cvta)[a-z][\w.:]*\.global\b", re.M)
+
+
+@pytest.mark.parametrize("cfg", PDL_CONFIGS, ids=cfg_id)
+def test_programmatic_dependent_launch_waits_before_every_global_access(cfg):
+    """In the PTX of each warpgroup region, griddepcontrol.wait comes before the first instruction
+    that touches global memory; the load role lets the next grid launch once, after its loads."""
+    from dgir.emitters.ptx.emit import emit_ptx
+    k = final(cfg)
+    assert k.get("pdl") is True
+    ptx = emit_ptx(k)
+    starts = [m.start() for m in re.finditer(r"^WG_\w+:", ptx, re.M)]
+    assert len(starts) == 2
+    for a, b in zip(starts, starts[1:] + [len(ptx)]):
+        seg = ptx[a:b]
+        first = GLOBAL_INSN.search(seg)
+        assert first is not None, seg[:40]
+        assert seg.count("griddepcontrol.wait;") == 1 and seg.index("griddepcontrol.wait;") < first.start(), seg[:40]
+    load = ptx[starts[0]:starts[1]]
+    assert load.startswith("WG_LOAD") and load.count("griddepcontrol.launch_dependents;") == 1
+    last_load = max(m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor", load))
+    assert load.index("griddepcontrol.launch_dependents;") > last_load
+    assert ptx.count("griddepcontrol.launch_dependents;") == 1
+
+
+def test_programmatic_dependent_launch_is_idempotent_and_keeps_prefetches_first():
+    from dgir.passes.programmatic_dependent_launch import PASS as pdl
+    k = stage(DEFAULT, "programmatic_dependent_launch")
+    assert pdl.run(k) == k
+    load = region(k, "load")
+    assert [n.op for n in load.body[:5]] == [Op.PREFETCH_TMAP] * 4 + [Op.GRID_WAIT]
+    assert region(k, "mma").body[0].op is Op.GRID_WAIT
+    assert load.body[-1].op is Op.LAUNCH_DEPENDENTS or load.body[-2].op is Op.LAUNCH_DEPENDENTS
+
+
+def test_verifier_rejects_a_global_access_before_grid_wait():
+    from dgir.verifier import VerifyError, verify
+    k = final(DEFAULT)
+    load = region(k, "load")
+    body = [n for n in load.body if n.op is not Op.GRID_WAIT]
+    at = max(i for i, n in enumerate(body) if n.op is Op.FOR) + 1
+    moved = k.with_body([r.with_body(body[:at] + [Node(Op.GRID_WAIT, "", (), None, {"role": "load"})] + body[at:])
+                         if r is load else r for r in k.body])
+    with pytest.raises(VerifyError, match="tma_load touches global memory before the region's grid_wait"):
+        verify(moved)
+    verify(k)

@@ -459,3 +459,25 @@ def test_disk_cache_key_follows_the_emitted_ptx(tmp_path, monkeypatch):
     monkeypatch.setattr(emit_mod, "PTX_VERSION", "8.8")
     deep_gemm._compile_cached("fp8_gemm_nt", None, 256, 256, 512, None)
     assert len(first) == 1 and len({p.name for p in tmp_path.glob("*/*") if p.is_dir()} - first) == 1
+
+
+def test_launch_plan_pdl_attribute_only_when_asked(fake):
+    fn = drv.Function(0xBEEF, "k", drv.Module(0xAAAA, 0, "d"))
+    plan = drv.LaunchPlan(fn, (132, 1, 1), 384, 1000, [ctypes.c_uint64(0xDEAD0000)], pdl_capable=True)
+    fake.calls.clear()
+    plan(0x5000)
+    plan(0x5000, True)
+    plan(0x5000, True)
+    plan(0x5000)
+    attrs = [c[1]["attrs"] for c in fake.calls]
+    pdl = [(drv.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, (1, 0, 0), 1)]   # clusterDim aliases the int
+    assert attrs == [[], pdl, pdl, []]
+
+
+def test_launch_plan_refuses_pdl_for_a_kernel_that_does_not_wait(fake):
+    plan = _plan(fake)                                     # built without pdl_capable
+    with pytest.raises(ValueError, match="programmatic_dependent_launch"):
+        plan(0x5000, True)
+    assert fake.calls == []                                # nothing launched
+    plan(0x5000)                                           # without PDL it still launches
+    assert [c[0] for c in fake.calls] == ["launch"]

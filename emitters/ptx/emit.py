@@ -339,11 +339,19 @@ def _if(self: Emitter, n: Node) -> None:
     b.put_label(end)
 
 
+def _grid_wait(self: Emitter, n: Node) -> None:
+    self.b("griddepcontrol.wait;                // the previous grid's writes are visible (no-op without PDL)")
+
+
+def _launch_dependents(self: Emitter, n: Node) -> None:
+    self.b("griddepcontrol.launch_dependents;   // the stream's next grid may launch (no-op without PDL)")
+
+
 # one emitting function per op, grouped by role: channel protocol and loads (channels.py), tensor-core
 # math and promotion (mma.py), stores and split-K (epilogue.py), split-K over a cluster
 # (cluster_split.py), timestamps (trace.py)
 EMIT = {op: _scalar for op in SCALAR_OPS}
-EMIT.update({Op.FOR: _for, Op.IF: _if,
+EMIT.update({Op.FOR: _for, Op.IF: _if, Op.GRID_WAIT: _grid_wait, Op.LAUNCH_DEPENDENTS: _launch_dependents,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
              Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
              Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,

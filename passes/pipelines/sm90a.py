@@ -2,8 +2,8 @@
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
 from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, order_wgmma_issue,
-               overlap_epilogue, prefetch_tma_descriptors, promote_scales, schedule_mma, stage_b_scales,
-               uniform_warpgroup_index)
+               overlap_epilogue, prefetch_tma_descriptors, programmatic_dependent_launch, promote_scales,
+               schedule_mma, stage_b_scales, uniform_warpgroup_index)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -31,6 +31,9 @@ PIPELINE = [
     # codegen hint (data): kernels with two or three math warpgroups get a provably warp-uniform warpgroup
     # index, so ptxas keeps the wgmma descriptors on the uniform datapath
     uniform_warpgroup_index.PASS,
+    # launch: every region waits for the previous kernel (grid_wait) before touching global memory,
+    # the load role lets the next kernel launch after its last load; no-ops unless launched with PDL
+    programmatic_dependent_launch.PASS,
     # layout last: every buffer, including those the passes above added, gets its offset
     allocate_smem.PASS,
 ]
