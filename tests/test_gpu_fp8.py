@@ -52,12 +52,23 @@ def test_m_zero_returns():
                           torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"))
 
 
+@pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])   # PDL: programmatic edges in the graph
 @pytest.mark.parametrize("m", [256, 64])   # 64: a split-K config, whose workspace the graph keeps
-def test_cuda_graph_capture_and_replay(m):
+def test_cuda_graph_capture_and_replay(m, pdl):
+    from dgir import deep_gemm
+    deep_gemm.set_pdl(pdl)
+    try:
+        _capture_and_replay(m)
+    finally:
+        deep_gemm.set_pdl(False)
+
+
+def _capture_and_replay(m):
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs
     n, k = 2112, 7168
-    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), 3)
+    A_src, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), 3)
+    A = A_src.clone()
     sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)          # compile + load outside the capture
@@ -66,10 +77,11 @@ def test_cuda_graph_capture_and_replay(m):
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
         with torch.cuda.graph(g, stream=s):
+            A.copy_(A_src)                                # the kernel before the GEMM writes its A
             deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     assert torch.isnan(d.float()).all()                   # captured, not run
     A2, sfa2, B2, sfb2, ref2 = fp8_inputs(m, n, k, torch.device("cuda"), 4)
-    A.copy_(A2); sfa.copy_(deep_gemm.get_mn_major_tma_aligned_tensor(sfa2)); B.copy_(B2); sfb.copy_(sfb2)
+    A_src.copy_(A2); sfa.copy_(deep_gemm.get_mn_major_tma_aligned_tensor(sfa2)); B.copy_(B2); sfb.copy_(sfb2)
     g.replay()
     torch.cuda.synchronize()
     assert calc_diff(d.double(), ref2) < 1e-3
