@@ -132,3 +132,24 @@ class NoEpilogue(Pass):
 
     def run(self, kernel: Node) -> Node:
         return _never_taken(kernel, lambda n: n.role == "store" and not n.body)
+
+
+class NoWork(Pass):
+    """Ablation, not a correct kernel: every warpgroup region is emptied, so the kernel is its
+    prologue alone (barrier set-up, the cluster barrier) under the same launch: grid, cluster shape,
+    threads and, unless `smem_bytes` is given, the same dynamic shared memory.  Timed like a GEMM it
+    shows what the launch configuration itself costs under the benchmark's timer, against a
+    one-element torch kernel (variant `floor`).  With `smem_bytes` the shared buffers and channels
+    go too (their barriers would lie past the smaller allocation), so the prologue initialises
+    nothing."""
+    name = "no_work"
+
+    def __init__(self, smem_bytes: int | None = None):
+        self.smem_bytes = smem_bytes
+
+    def run(self, kernel: Node) -> Node:
+        body = [n.with_body([]) if n.op is Op.WARPGROUP else n for n in kernel.body]
+        if self.smem_bytes is None:
+            return kernel.with_body(body)
+        body = [n for n in body if n.op not in (Op.SMEM, Op.CHANNEL)]
+        return kernel.with_body(body).with_attrs(smem_bytes=self.smem_bytes)

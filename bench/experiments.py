@@ -20,8 +20,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import (CeilingNoPromotion, InterleaveUnroll8, NoEpilogue, NoStageOut, ScaleAtEnd,  # noqa: E402
-                       UnitBScales, pipeline_with)
+from ablations import (CeilingNoPromotion, InterleaveUnroll8, NoEpilogue, NoStageOut, NoWork,  # noqa: E402
+                       ScaleAtEnd, UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -81,6 +81,10 @@ VARIANTS = {
     # instructions cost a plain launch); "pdl" - the default kernel launched with the PDL attribute
     "nopdl": lambda: pipeline_with(drop=("programmatic_dependent_launch",)),
     "pdl": lambda: None,
+    # the launch configuration alone (step 58): regions emptied, same grid / cluster / smem ("nowork")
+    # or 2 KB of shared memory ("nowork_smem")
+    "nowork": lambda: pipeline_with() + [NoWork()],
+    "nowork_smem": lambda: pipeline_with() + [NoWork(smem_bytes=2048)],
 }
 
 
