@@ -471,3 +471,25 @@ def test_verifier_rejects_a_global_access_before_grid_wait():
     with pytest.raises(VerifyError, match="tma_load touches global memory before the region's grid_wait"):
         verify(moved)
     verify(k)
+
+
+def test_no_work_ablation_keeps_only_the_prologue():
+    """bench's NoWork (step 58): regions emptied, same launch; with smem_bytes no barrier is
+    initialised past the smaller allocation."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from ablations import NoWork
+
+    from dgir.emitters.ptx.emit import emit_ptx
+    from dgir.verifier import verify
+    cfg = PDL_CONFIGS[2]                                   # a cluster split-K kernel: exchange barriers too
+    k = final(cfg)
+    empty, small = NoWork().run(k), NoWork(smem_bytes=2048).run(k)
+    for e in (empty, small):
+        verify(e)
+        ptx = emit_ptx(e)
+        assert not GLOBAL_INSN.search(ptx) and "wgmma" not in ptx
+        assert "barrier.cluster.wait" in ptx                 # the cluster's prologue stays
+    assert empty.get("smem_bytes") == k.get("smem_bytes") and emit_ptx(empty).count("mbarrier.init") > 0
+    assert small.get("smem_bytes") == 2048 and "mbarrier.init" not in emit_ptx(small)
