@@ -58,7 +58,7 @@ def main():
     buf = torch.empty(256 << 20, dtype=torch.int8, device=dev)
     sink = torch.empty((), dtype=torch.int64, device=dev)
     flushes = {"write_flush": lambda: buf.zero_(),
-               "read_flush": lambda: torch.sum(buf.view(torch.int64), out=sink),
+               "read_flush": lambda: torch.sum(buf.view(torch.int64), dim=0, out=sink),
                "no_flush": lambda: None}
     doc = {**header(dev), "method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": []}
     x = torch.zeros(1, device=dev)
