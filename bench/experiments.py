@@ -80,6 +80,8 @@ VARIANTS = {
     # programmatic dependent launch (step 57): "nopdl" - kernels without griddepcontrol (what the
     # instructions cost a plain launch); "pdl" - the default kernel launched with the PDL attribute
     "nopdl": lambda: pipeline_with(drop=("programmatic_dependent_launch",)),
+    # B's TMA loads without the L2 evict-first policy (step 61)
+    "nohint": lambda: pipeline_with(drop=("hint_l2_eviction",)),
     "pdl": lambda: None,
     # the launch configuration alone (step 58): regions emptied, same grid / cluster / smem ("nowork")
     # or 2 KB of shared memory ("nowork_smem")

@@ -143,6 +143,9 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
                 err(n, f"%{param} is not a TMA-described param")
             elif decls[param].type.dtype is not decls[ring].type.dtype:
                 err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
+            if n.get("l2") not in (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged"):
+                err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority (evict_first / evict_last / "
+                       f"evict_normal / evict_unchanged)")
             mc = n.get("multicast")
             if mc:
                 cl = decls[ch].get("cluster", 1) if kinds.get(ch) is Op.CHANNEL else 1

@@ -133,12 +133,15 @@ def _tma_load(self: Emitter, n: Node) -> None:
     full, _ = self.barrier(ch, ctr, "full")
     tm = self.tmap(param)
     coords = f"[{tm}, {{{self.val(c0)}, {self.val(c1)}}}], [{full}]"
+    # an L2 eviction policy (hint_l2_eviction), made at the top of the region
+    hint, policy = (".L2::cache_hint", f", {self.policies[n.get('l2')]}") if n.get("l2") else ("", "")
     if mc == 1:
-        b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [{dst}], {coords};")
+        b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes{hint} [{dst}], {coords}{policy};")
         return
     mask = b.reg("b16")
     b(f"mov.b16 {mask}, {(1 << mc) - 1};")
-    b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [{dst}], {coords}, {mask};")
+    b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster{hint} "
+      f"[{dst}], {coords}, {mask}{policy};")
 
 
 def _prefetch(self: Emitter, n: Node) -> None:

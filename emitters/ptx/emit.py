@@ -246,6 +246,11 @@ class Emitter:
         self.col0 = b.reg()
         b(f"and.b32 {self.col0}, {self.lane}, 3;")
         b(f"shl.b32 {self.col0}, {self.col0}, 1;")
+        # L2 cache policies the region's TMA loads ask for (passes/hint_l2_eviction.py), made once
+        self.policies = {}
+        for kind in sorted({n.get("l2") for n in r.walk() if n.op is Op.TMA_LOAD and n.get("l2")}):
+            self.policies[kind] = b.reg("b64")
+            b(f"createpolicy.fractional.L2::{kind}.b64 {self.policies[kind]}, 1.0;")
         init_first_flags(self, r)
         self.body(r.body)
 

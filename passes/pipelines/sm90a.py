@@ -1,9 +1,9 @@
 """The Hopper (sm_90a) pipeline, in order.  The lowered IR comes first (dump 00), then each pass
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
-from .. import (allocate_smem, assign_registers, interleave_ffma, multicast_tma, order_wgmma_issue,
-               overlap_epilogue, prefetch_tma_descriptors, programmatic_dependent_launch, promote_scales,
-               schedule_mma, stage_b_scales, uniform_warpgroup_index)
+from .. import (allocate_smem, assign_registers, hint_l2_eviction, interleave_ffma, multicast_tma,
+               order_wgmma_issue, overlap_epilogue, prefetch_tma_descriptors, programmatic_dependent_launch,
+               promote_scales, schedule_mma, stage_b_scales, uniform_warpgroup_index)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -28,6 +28,9 @@ PIPELINE = [
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
     # (a no-op for kernels without clusters)
     multicast_tma.PASS,
+    # load role: B (the weights) streams through L2 with the evict-first policy, so it recycles its
+    # own lines instead of evicting (and writing back) the dirty lines a previous kernel left
+    hint_l2_eviction.PASS,
     # codegen hint (data): kernels with two or three math warpgroups get a provably warp-uniform warpgroup
     # index, so ptxas keeps the wgmma descriptors on the uniform datapath
     uniform_warpgroup_index.PASS,
