@@ -143,6 +143,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
                 err(n, f"%{param} is not a TMA-described param")
             elif decls[param].type.dtype is not decls[ring].type.dtype:
                 err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
+            if n.get("l2_if") is not None and n.get("l2_if") not in scope:
+                err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
             if n.get("l2") not in (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged"):
                 err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority (evict_first / evict_last / "
                        f"evict_normal / evict_unchanged)")

@@ -1,38 +1,49 @@
-"""hint_l2_eviction: the weight operand's TMA loads ask L2 to evict their lines first."""
+"""hint_l2_eviction: at small M, B's TMA loads ask L2 to evict their lines first."""
 from __future__ import annotations
 
-from dgir.ir import Node, Op, map_bodies
+from dgir.ir import DType, Node, Op, Type, map_bodies
 
 from . import Pass
 
 
 class HintL2Eviction(Pass):
-    """Mark the TMA loads of the streamed operand `l2="evict_first"` (the emitter attaches an L2
-    cache policy made by `createpolicy.fractional.L2::evict_first`).
+    """When B (the weights) is read by at most `max_readers` tiles, i.e. M fits in that many m blocks
+    (decided at run time: M is a run-time value), B's TMA loads carry the L2 evict-first policy
+    (`l2="evict_first"` on the load, `l2_if` naming the predicate; the emitter makes the policy with
+    `createpolicy.fractional.L2::evict_first` and falls back to the normal one when the predicate is 0).
 
-    Which operand streams: B (the weights).  The persistent walk takes the m blocks of a band
-    (`swizzle_group`, 16 m blocks) for one n block in consecutive tiles, which run in the same round,
-    so every CTA that reads a B panel reads it at about the same time and nobody comes back for it;
-    at small M one or two tiles read each panel at all.  A's panels are read again by the next
-    rounds' tiles (and SFA with them): they keep the normal policy.
-
-    Why it matters: L2 fills by evicting its least recently used line in the set.  After a kernel
-    that wrote memory (the benchmark's L2 flush writes 256 MB; in a model, the previous layer's
-    output) those lines are dirty, and each one evicted costs a DRAM write-back competing with the
-    reads (bench/TUNING.md step 60: 5-14% of a memory-bound small-M call).  With B's lines marked
-    evict-first, a set that holds one of them gives that clean line up instead, so after the first
-    lines the stream of B recycles its own lines and leaves the rest of L2 alone.
-    `streamed` names the params to mark; idempotent.
+    Why: L2 fills by evicting the least recently used line of a set.  After a kernel that wrote
+    memory (the benchmark's L2 flush writes 256 MB; in a model, the previous layer's output) those
+    lines are dirty, and each eviction costs a DRAM write-back that competes with the reads: 5-14% of
+    a memory-bound small-M call (bench/TUNING.md step 60).  With B's lines marked evict-first, a set
+    holding one of them gives that clean line up instead, so the stream of B recycles its own lines.
+    At small M nobody reads a B panel again (one or two concurrent tiles per panel); at M = 4096 the
+    16 m blocks of a band read each panel in turn and evict-first lines were pushed out between
+    them by A's and D's traffic (4096x32768x512 14% slower, step 61), hence the run-time condition.
+    A and SFA keep the normal policy.  `streamed` names the params to mark; idempotent.
     """
     name = "hint_l2_eviction"
 
-    def __init__(self, streamed: tuple = ("B",), policy: str = "evict_first"):
-        self.streamed, self.policy = tuple(streamed), policy
+    def __init__(self, streamed: tuple = ("B",), max_readers: int = 2, policy: str = "evict_first"):
+        self.streamed, self.max_readers, self.policy = tuple(streamed), max_readers, policy
 
     def run(self, kernel: Node) -> Node:
+        limit = self.max_readers * kernel.get("block_m") + 1        # M < limit: at most max_readers m blocks
+
         def mark(parent, body):
-            return tuple(n.with_attrs(l2=self.policy) if n.op is Op.TMA_LOAD and n.args[3] in self.streamed else n
-                         for n in body)
+            out = []
+            for n in body:
+                if n.op is Op.TMA_LOAD and n.args[3] in self.streamed:
+                    n = n.with_attrs(l2=self.policy, l2_if="b_streams")
+                out.append(n)
+                if parent.op is Op.WARPGROUP and n.op is Op.DIM and n.name == "M" and "load" in parent.get("roles"):
+                    role = n.role
+                    out.append(Node(Op.CONST, "b_stream_limit", (), Type(DType.i32), {"value": limit, "role": role}))
+                    out.append(Node(Op.LT, "b_streams", ("M", "b_stream_limit"), Type(DType.i32), {"role": role}))
+            return tuple(out)
+
+        if any(n.name == "b_streams" for n in kernel.walk()):
+            return kernel
         return map_bodies(kernel, mark)
 
 

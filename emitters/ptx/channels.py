@@ -133,8 +133,16 @@ def _tma_load(self: Emitter, n: Node) -> None:
     full, _ = self.barrier(ch, ctr, "full")
     tm = self.tmap(param)
     coords = f"[{tm}, {{{self.val(c0)}, {self.val(c1)}}}], [{full}]"
-    # an L2 eviction policy (hint_l2_eviction), made at the top of the region
-    hint, policy = (".L2::cache_hint", f", {self.policies[n.get('l2')]}") if n.get("l2") else ("", "")
+    # an L2 eviction policy (hint_l2_eviction), made at the top of the region; with `l2_if`, only
+    # while that predicate holds (the normal policy otherwise)
+    hint = policy = ""
+    if n.get("l2"):
+        hint, reg = ".L2::cache_hint", self.policies[n.get("l2")]
+        if n.get("l2_if"):
+            p, reg = b.reg("pred"), b.reg("b64")
+            b(f"setp.ne.u32 {p}, {self.val(n.get('l2_if'))}, 0;")
+            b(f"selp.b64 {reg}, {self.policies[n.get('l2')]}, {self.policies['evict_normal']}, {p};")
+        policy = f", {reg}"
     if mc == 1:
         b(f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes{hint} [{dst}], {coords}{policy};")
         return
