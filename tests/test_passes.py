@@ -4,7 +4,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, cfg_id, final, k_loops, region, stage, stages_for
+import torch
+from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, cfg_id, edit, final, k_loops, region, stage, stages_for
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
@@ -493,3 +494,53 @@ def test_no_work_ablation_keeps_only_the_prologue():
         assert "barrier.cluster.wait" in ptx                 # the cluster's prologue stays
     assert empty.get("smem_bytes") == k.get("smem_bytes") and emit_ptx(empty).count("mbarrier.init") > 0
     assert small.get("smem_bytes") == 2048 and "mbarrier.init" not in emit_ptx(small)
+
+
+# --- hint_l2_eviction ------------------------------------------------------------------------------------
+BIG_B = Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=10)       # B 28 MiB: hinted
+
+
+def test_hint_l2_eviction_marks_only_a_large_b_and_only_at_small_m():
+    from dgir.emitters.ptx.emit import emit_ptx
+    k = stage(BIG_B, "hint_l2_eviction")
+    loads = k.find(Op.TMA_LOAD)
+    marked = [n for n in loads if n.get("l2")]
+    assert marked and all(n.args[3] == "B" and n.get("l2") == "evict_first" and n.get("l2_if") == "b_streams"
+                          for n in marked)
+    assert all(n.get("l2") is None for n in loads if n.args[3] != "B")            # A and SFA keep the normal policy
+    load = region(k, "load")
+    names = [n.name for n in load.body]
+    assert names.index("M") < names.index("b_stream_limit") < names.index("b_streams")
+    limit = next(n for n in load.body if n.name == "b_stream_limit")
+    assert limit.get("value") == 2 * 64 + 1 and k.get("l2_hint") == "evict_first while M < 129"
+    ptx = emit_ptx(final(BIG_B))
+    assert "createpolicy.fractional.L2::evict_first.b64" in ptx and "createpolicy.fractional.L2::evict_normal.b64" in ptx
+    assert ptx.count(".L2::cache_hint") == 1 and ptx.count("selp.b64") == 1
+    small = stage(DEFAULT, "hint_l2_eviction")                                        # B 0.35 MiB
+    assert not any(n.get("l2") for n in small.find(Op.TMA_LOAD))
+    assert small.get("l2_hint").startswith("skipped: 0.4 MiB streamed")
+    assert "cache_hint" not in emit_ptx(final(DEFAULT))
+
+
+def test_hint_l2_eviction_is_idempotent_and_changes_no_result():
+    from dgir.interp import fp8_gemm_inputs, run_kernel
+    from dgir.passes.hint_l2_eviction import PASS, HintL2Eviction
+    k = stage(BIG_B, "hint_l2_eviction")
+    assert PASS.run(k) == k
+    plain = final(DEFAULT)
+    hinted = HintL2Eviction(min_bytes=0).run(plain)
+    assert sum(1 for n in hinted.find(Op.TMA_LOAD) if n.get("l2")) > 0
+    ins = fp8_gemm_inputs(130, 576, 640, seed=5)
+    a, b = run_kernel(plain, ins, seed=1)["D"], run_kernel(hinted, ins, seed=1)["D"]
+    assert torch.isfinite(a.float()).all() and torch.equal(a.view(torch.int16), b.view(torch.int16))
+
+
+def test_verifier_checks_the_l2_hint():
+    from dgir.verifier import VerifyError, verify
+    k = final(BIG_B)
+    bad = edit(k, lambda n: n.op is Op.TMA_LOAD and n.get("l2"), lambda n: n.with_attrs(l2="evict_sometimes"))
+    with pytest.raises(VerifyError, match="not an L2 eviction priority"):
+        verify(bad)
+    bad = edit(k, lambda n: n.op is Op.TMA_LOAD and n.get("l2"), lambda n: n.with_attrs(l2_if="nowhere"))
+    with pytest.raises(VerifyError, match="l2_if=%nowhere is not defined here"):
+        verify(bad)
