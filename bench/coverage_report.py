@@ -54,7 +54,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 98: the three shapes whose kernel step 52 changed (96/128/384x32768x512), re-timed
             "results/raw/tune98_exp.json",
             # spec 100: the shapes whose pick step 56 moved
-            "results/raw/tune100_exp.json"]
+            "results/raw/tune100_exp.json",
+            # spec 106: the shapes the L2 hint of step 61 can reach (B >= 24 MiB), with and without it
+            "results/raw/tune106_exp.json"]
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
 # (21-27 us in its first pass, 14-16 in its second, against 13-14.5 in every other run); spec 98
 # timed them again (bench/TUNING.md step 54).
@@ -94,7 +96,8 @@ def main(out_dir: Path | None = None):
             key = (r["m"], r["n"], r["k"])
             if r["kernel"] == "cublas":
                 here_cublas[key] = min(r["ms"], here_cublas.get(key, float("inf")))
-            elif r.get("diff", 1) < 1e-3 and r.get("all_finite", True):
+            elif r.get("variant", "default") == "default" and r.get("diff", 1) < 1e-3 and r.get("all_finite", True):
+                # (ablation variants of the same config, e.g. spec 106's nohint, are not the API's kernel)
                 cfg = r["spec"].split(":")[1]
                 here_api[key][cfg] = min(r["ms"], here_api[key].get(cfg, float("inf")))
         for key, configs in here_api.items():     # a shape's API and cuBLAS times come from one call
