@@ -513,9 +513,15 @@ def test_hint_l2_eviction_marks_only_a_large_b_and_only_at_small_m():
     assert names.index("M") < names.index("b_stream_limit") < names.index("b_streams")
     limit = next(n for n in load.body if n.name == "b_stream_limit")
     assert limit.get("value") == 2 * 64 + 1 and k.get("l2_hint") == "evict_first while M < 129"
+    wide = stage(Fp8GemmConfig(n=4096, k=7168, block_m=256, block_n=128, stages=3, cluster=2), "hint_l2_eviction")
+    assert wide.get("l2_hint") == "evict_first while M < 257"                    # capped at M = 256
     ptx = emit_ptx(final(BIG_B))
-    assert "createpolicy.fractional.L2::evict_first.b64" in ptx and "createpolicy.fractional.L2::evict_normal.b64" in ptx
-    assert ptx.count(".L2::cache_hint") == 1 and ptx.count("selp.b64") == 1
+    assert "createpolicy.fractional.L2::evict_first.b64" in ptx and "evict_normal" not in ptx
+    # the hinted load while the predicate holds, the plain one otherwise (not an evict_normal policy)
+    hinted = re.findall(r"^\s*@(%p\d+) cp\.async\.bulk\.tensor\S*\.L2::cache_hint .*$", ptx, re.M)
+    plain = re.findall(r"^\s*@!(%p\d+) cp\.async\.bulk\.tensor\S*complete_tx::bytes \[.*\], \[%rd\d+, \{.*\}\], \[%r\d+\];$",
+                       ptx, re.M)
+    assert len(hinted) == 1 and plain == hinted
     small = stage(DEFAULT, "hint_l2_eviction")                                        # B 0.35 MiB
     assert not any(n.get("l2") for n in small.find(Op.TMA_LOAD))
     assert small.get("l2_hint").startswith("skipped: 0.4 MiB streamed")
