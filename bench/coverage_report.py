@@ -54,7 +54,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 98: the three shapes whose kernel step 52 changed (96/128/384x32768x512), re-timed
             "results/raw/tune98_exp.json",
             # spec 100: the shapes whose pick step 56 moved
-            "results/raw/tune100_exp.json"]
+            "results/raw/tune100_exp.json",
+            # spec 108: the shapes the L2 hint of step 61 can reach (B >= 24 MiB, M <= 1024), final form
+            "results/raw/tune108_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
