@@ -153,3 +153,16 @@ class NoWork(Pass):
             return kernel.with_body(body)
         body = [n for n in body if n.op not in (Op.SMEM, Op.CHANNEL)]
         return kernel.with_body(body).with_attrs(smem_bytes=self.smem_bytes)
+
+
+class HintStores(Pass):
+    """Experiment (step 62): D's TMA stores carry an L2 eviction policy (default evict_first), so the
+    output stream, written once, gives its lines up before A's and B's, which the round's other tiles
+    still read.  At M = 4096 and K = 512, D is 268 MB against 19 MB of operands."""
+    name = "hint_stores"
+
+    def __init__(self, policy: str = "evict_first"):
+        self.policy = policy
+
+    def run(self, kernel: Node) -> Node:
+        return expand_ops(kernel, lambda n: [n.with_attrs(l2=self.policy) if n.op is Op.TMA_STORE else n])

@@ -20,8 +20,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import (CeilingNoPromotion, InterleaveUnroll8, NoEpilogue, NoStageOut, NoWork,  # noqa: E402
-                       ScaleAtEnd, UnitBScales, pipeline_with)
+from ablations import (CeilingNoPromotion, HintStores, InterleaveUnroll8, NoEpilogue, NoStageOut,  # noqa: E402
+                       NoWork, ScaleAtEnd, UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -82,6 +82,9 @@ VARIANTS = {
     "nopdl": lambda: pipeline_with(drop=("programmatic_dependent_launch",)),
     # B's TMA loads without the L2 evict-first policy (step 61)
     "nohint": lambda: pipeline_with(drop=("hint_l2_eviction",)),
+    # D's TMA stores with the evict-first / evict-last policy (step 62)
+    "st_first": lambda: pipeline_with(after={"hint_l2_eviction": HintStores("evict_first")}),
+    "st_last": lambda: pipeline_with(after={"hint_l2_eviction": HintStores("evict_last")}),
     "pdl": lambda: None,
     # the launch configuration alone (step 58): regions emptied, same grid / cluster / smem ("nowork")
     # or 2 KB of shared memory ("nowork_smem")

@@ -135,6 +135,9 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             err(n, f"only the {need} role may issue {n.op.value} (this op is tagged {role!r})")
         if n.op in SCALAR_OPS and (n.type is None or n.type.shape):
             err(n, f"{n.op.value} must produce a scalar")
+        if n.op is Op.TMA_STORE and n.get("l2") not in (None, "evict_first", "evict_last", "evict_normal",
+                                                          "evict_unchanged"):
+            err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority")
         if n.op in (Op.TMA_LOAD,):
             ch, _, ring, param = n.args[:4]
             if kinds.get(ch) is not Op.CHANNEL or ring not in decls.get(ch, n).args:

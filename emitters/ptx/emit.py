@@ -248,7 +248,7 @@ class Emitter:
         b(f"shl.b32 {self.col0}, {self.col0}, 1;")
         # L2 cache policies the region's TMA loads ask for (passes/hint_l2_eviction.py), made once
         self.policies = {}
-        for kind in sorted({n.get("l2") for n in r.walk() if n.op is Op.TMA_LOAD and n.get("l2")}):
+        for kind in sorted({n.get("l2") for n in r.walk() if n.op in (Op.TMA_LOAD, Op.TMA_STORE) and n.get("l2")}):
             self.policies[kind] = b.reg("b64")
             b(f"createpolicy.fractional.L2::{kind}.b64 {self.policies[kind]}, 1.0;")
         init_first_flags(self, r)

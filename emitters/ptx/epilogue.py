@@ -114,6 +114,8 @@ def _tma_store(self: Emitter, n: Node) -> None:
     b(f"setp.ge.u32 {p}, {row}, {M};                // this warpgroup's rows lie past M")
     b(f"@{p} bra {skip};")
     tm = self.tmap(param)
+    # an L2 eviction policy for D's lines (made at the top of the region), when the store asks for one
+    hint, policy = (".L2::cache_hint", f", {self.policies[n.get('l2')]}") if n.get("l2") else ("", "")
     if self.decls[d_tile].get("swizzle") == 128:     # one store per 64-column panel
         BM = self.decls[d_tile].type.shape[0]
         src = self.smem_addr(d_tile)
@@ -121,9 +123,10 @@ def _tma_store(self: Emitter, n: Node) -> None:
         for c in range(BN // 64):
             col = b.reg()
             b(f"add.u32 {col}, {self.val(c0)}, {64 * c};")
-            b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{col}, {row}}}], [{src}+{c * BM * 128}];")
+            b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{col}, {row}}}], "
+              f"[{src}+{c * BM * 128}]{policy};")
     else:
-        b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [{tm}, {{{self.val(c0)}, {row}}}], [{src}];")
+        b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{self.val(c0)}, {row}}}], [{src}]{policy};")
     b("cp.async.bulk.commit_group;")
     b.put_label(skip)
 
