@@ -550,3 +550,23 @@ def test_verifier_checks_the_l2_hint():
     bad = edit(k, lambda n: n.op is Op.TMA_LOAD and n.get("l2"), lambda n: n.with_attrs(l2_if="nowhere"))
     with pytest.raises(VerifyError, match="l2_if=%nowhere is not defined here"):
         verify(bad)
+
+
+def test_tma_store_carries_an_l2_policy_when_asked():
+    """The emitter's l2 attr on tma_store (bench ablation HintStores, step 62)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from ablations import HintStores
+
+    from dgir.emitters.ptx.emit import emit_ptx
+    from dgir.verifier import VerifyError, verify
+    k = HintStores().run(final(DEFAULT))
+    verify(k)
+    ptx = emit_ptx(k)
+    stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group\S* .*", ptx)
+    assert stores and all(".L2::cache_hint" in s and s.rstrip(";").split(", ")[-1].startswith("%rd") for s in stores)
+    assert "createpolicy.fractional.L2::evict_first.b64" in ptx
+    assert "bulk_group.L2::cache_hint" not in emit_ptx(final(DEFAULT))
+    with pytest.raises(VerifyError, match="not an L2 eviction priority"):
+        verify(HintStores("evict_often").run(final(DEFAULT)))
