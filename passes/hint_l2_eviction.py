@@ -7,33 +7,31 @@ from . import Pass
 
 
 class HintL2Eviction(Pass):
-    """When B (the weights) is read by at most `max_readers` tiles, i.e. M fits in that many m blocks
-    (decided at run time: M is a run-time value), B's TMA loads carry the L2 evict-first policy
-    (`l2="evict_first"` on the load, `l2_if` naming the predicate; the emitter makes the policy with
-    `createpolicy.fractional.L2::evict_first` and falls back to the normal one when the predicate is 0).
+    """At small M, B's TMA loads (B: the weights) carry the L2 evict-first policy: `l2="evict_first"` on
+    the load and `l2_if` naming a run-time predicate on M.  The emitter makes the policy once per
+    region (`createpolicy.fractional.L2::evict_first`) and issues the hinted form of the load while
+    the predicate holds, the plain form otherwise.
 
     Why: L2 fills by evicting the least recently used line of a set.  After a kernel that wrote
     memory (the benchmark's L2 flush writes 256 MB; in a model, the previous layer's output) those
     lines are dirty, and each eviction costs a DRAM write-back that competes with the reads: 5-14% of
     a memory-bound small-M call (bench/TUNING.md step 60).  With B's lines marked evict-first, a set
     holding one of them gives that clean line up instead, so the stream of B recycles its own lines.
-    At small M nobody reads a B panel again (one or two concurrent tiles per panel); at M = 4096 the
-    16 m blocks of a band read each panel in turn and evict-first lines were pushed out between
-    them by A's and D's traffic (4096x32768x512 14% slower, step 61), hence the run-time condition.
-    A and SFA keep the normal policy.
+    A and SFA keep the normal policy: the next rounds' tiles read them again.
 
-    Only for a B of at least `min_bytes` (24 MiB, about half the H200's L2; known at compile time:
-    N and K are compiled in).  Measured (specs 104, 104b: two leases, two passes each, B from 117
-    to 4 MB): the cells with B >= 29 MB gained 3.5-11.7% every time (128x4096x7168 8.5-9.7%,
-    64x7168x16384 8.7-11.7%, 64x24576x1536 6.5-8.3%); those with B <= 16.7 MB moved -8% to +7% from
-    one lease to the other.  The decision is recorded on the kernel (`l2_hint`).  `streamed` names
-    the params to mark; idempotent.
-
-    Spec 106 (the coverage shapes with B >= 24 MiB, M = 17..1024): M <= 128 gained 3.5-12% in all
-    15; at M = 192-512 with two m blocks of 128-256 rows the hint moved -3..+4% (those kernels are
-    no longer memory-bound), hence also M <= `max_m` (256).  When the predicate is false the load is
-    issued without any hint: a load with an evict_normal policy ran up to 17% slower than a plain
-    one there (256x4096x7168, spec 106), so the emitter predicates the two forms.
+    When (bench/TUNING.md step 61, specs 104-108 on four leases):
+    * M in at most `max_readers` (2) m blocks and M <= `max_m` (256): then one or two concurrent
+      tiles read each B panel and nobody comes back for it.  At M = 4096 the 16 m blocks of a band
+      read each panel in turn, and evict-first lines were pushed out between them by A's and D's
+      traffic (4096x32768x512 14% slower); at M = 192-512 the kernels are no longer memory-bound
+      (-3..+4%).  M <= 128: +3.5-12% in all 15 coverage shapes it reaches.
+    * B of at least `min_bytes` (24 MiB, about half the H200's L2; N and K are compiled in): the
+      cells with B >= 29 MB gained on every lease, those with B <= 16.7 MB moved -8..+7% from one
+      lease to another.
+    * While the predicate is false the load carries no hint at all: a load with an evict_normal
+      policy ran up to 17% slower than a plain one (256x4096x7168, spec 106).
+    The decision is recorded on the kernel (`l2_hint`).  `streamed` names the params to mark;
+    idempotent.
     """
     name = "hint_l2_eviction"
 
