@@ -6,6 +6,8 @@ from .ir import DECLS, GLOBAL_ACCESS, ROLES, SCALAR_OPS, DType, Node, Op
 SMEM_LIMIT = 232448
 SMEM_PER_SM = 233472      # one SM's shared memory; each resident CTA reserves 1 KB of it
 REGISTER_FILE = 65536
+# the `l2` attr of tma_load / tma_store: none, or a primary priority of PTX's createpolicy
+L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged")
 
 # which role may issue which op (ops not listed may appear in any role)
 ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
@@ -135,9 +137,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             err(n, f"only the {need} role may issue {n.op.value} (this op is tagged {role!r})")
         if n.op in SCALAR_OPS and (n.type is None or n.type.shape):
             err(n, f"{n.op.value} must produce a scalar")
-        if n.op is Op.TMA_STORE and n.get("l2") not in (None, "evict_first", "evict_last", "evict_normal",
-                                                          "evict_unchanged"):
-            err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority")
+        if n.op in (Op.TMA_LOAD, Op.TMA_STORE) and n.get("l2") not in L2_PRIORITIES:
+            err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority ({' / '.join(L2_PRIORITIES[1:])})")
         if n.op in (Op.TMA_LOAD,):
             ch, _, ring, param = n.args[:4]
             if kinds.get(ch) is not Op.CHANNEL or ring not in decls.get(ch, n).args:
@@ -148,9 +149,6 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
                 err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
             if n.get("l2_if") is not None and n.get("l2_if") not in scope:
                 err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
-            if n.get("l2") not in (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged"):
-                err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority (evict_first / evict_last / "
-                       f"evict_normal / evict_unchanged)")
             mc = n.get("multicast")
             if mc:
                 cl = decls[ch].get("cluster", 1) if kinds.get(ch) is Op.CHANNEL else 1

@@ -3,7 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import os
+import sys
+from pathlib import Path
 from dataclasses import replace
 
 import pytest
@@ -123,3 +126,11 @@ def ascend_emu_env(cache_dir):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def bench_module(name: str):
+    """A module of bench/ (research passes such as bench/ablations.py), imported by name."""
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    return importlib.import_module(name)

@@ -2,10 +2,9 @@
 interpreter checks of the protocol are in test_pipeline_interp.py; the H200 run in test_gpu_fp8.py)."""
 import re
 import shutil
-import sys
-from pathlib import Path
 
 import pytest
+from dgir_testlib import bench_module
 
 from dgir.compiler import compile
 from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, persistent_grid
@@ -48,8 +47,7 @@ def test_cluster_split_ptx_assembles_without_spills(bn, sk, stages, occ):
 
 
 def test_kernel_name_round_trips_through_the_measured_config_parser():
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from fit_model import config_of
+    config_of = bench_module("fit_model").config_of
     cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=7, split_reduce="cluster", ctas_per_sm=2)
     assert config_of(cfg.kernel_name()) == cfg
     assert config_of(Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=7).kernel_name()).split_reduce == "global"

@@ -5,7 +5,7 @@ import re
 
 import pytest
 import torch
-from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, cfg_id, edit, final, k_loops, region, stage, stages_for
+from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, bench_module, cfg_id, edit, final, k_loops, region, stage, stages_for
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
@@ -477,10 +477,7 @@ def test_verifier_rejects_a_global_access_before_grid_wait():
 def test_no_work_ablation_keeps_only_the_prologue():
     """bench's NoWork (step 58): regions emptied, same launch; with smem_bytes no barrier is
     initialised past the smaller allocation."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from ablations import NoWork
+    NoWork = bench_module("ablations").NoWork
 
     from dgir.emitters.ptx.emit import emit_ptx
     from dgir.verifier import verify
@@ -554,10 +551,7 @@ def test_verifier_checks_the_l2_hint():
 
 def test_tma_store_carries_an_l2_policy_when_asked():
     """The emitter's l2 attr on tma_store (bench ablation HintStores, step 62)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from ablations import HintStores
+    HintStores = bench_module("ablations").HintStores
 
     from dgir.emitters.ptx.emit import emit_ptx
     from dgir.verifier import VerifyError, verify

@@ -5,6 +5,7 @@ import random
 
 import pytest
 import torch
+from dgir_testlib import bench_module
 
 from dgir.ir import Op
 from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
@@ -84,10 +85,8 @@ def test_split_k_is_deterministic_across_schedules_and_grids():
 def test_chained_wgmma_keeps_the_value_its_predecessor_retires():
     """Accumulating wgmmas (scale_d=1) issued back to back, retired one at a time: the second must
     add onto the first's result (the interpreter once poisoned it at the third issue)."""
-    import sys
-    from pathlib import Path
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-    from ablations import ScaleAtEnd, pipeline_with
+    ablations = bench_module("ablations")
+    ScaleAtEnd, pipeline_with = ablations.ScaleAtEnd, ablations.pipeline_with
     from dgir.passes.interleave_ffma import InterleaveFfma
 
     class ForcePipeline(InterleaveFfma):

@@ -246,7 +246,7 @@ class Emitter:
         self.col0 = b.reg()
         b(f"and.b32 {self.col0}, {self.lane}, 3;")
         b(f"shl.b32 {self.col0}, {self.col0}, 1;")
-        # L2 cache policies the region's TMA loads ask for (passes/hint_l2_eviction.py), made once
+        # L2 cache policies the region's TMA loads and stores ask for (attr `l2`), made once
         self.policies = {}
         for kind in sorted({n.get("l2") for n in r.walk() if n.op in (Op.TMA_LOAD, Op.TMA_STORE) and n.get("l2")}):
             self.policies[kind] = b.reg("b64")
