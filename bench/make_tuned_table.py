@@ -56,7 +56,9 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            + ["results/raw/tune95_exp.json"]
            # the N=7168 small-M cells in 128 tiles instead of 112 (step 56), and the coverage shapes
            # that moved with them, next to their previous picks
-           + ["results/raw/tune99_exp.json", "results/raw/tune100_exp.json"])
+           + ["results/raw/tune99_exp.json", "results/raw/tune100_exp.json"]
+           # the small-M cells the L2 hint reaches, re-swept with it (step 63), two leases
+           + ["results/raw/tune110_exp.json", "results/raw/tune111_exp.json"])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
