@@ -96,6 +96,15 @@ def svg(doc) -> str:
     return "\n".join(parts)
 
 
+def torch_reference(warm: dict) -> str:
+    """The same host's cost of torch's own calls (runs from before warm_call.py recorded them have none)."""
+    ref = warm.get("torch_reference")
+    if not ref:
+        return ""
+    return (f"  On the same host, timed the same way, torch's call of the cuBLAS baseline (`torch._scaled_mm`, "
+            f"same operands) costs {ref['scaled_mm_us']:.1f} us and a one-kernel `d.zero_()` {ref['zero__us']:.1f} us.")
+
+
 def readme_section(doc, warm: dict) -> str:
     """The README's `## Results` section, from the result files."""
     table = markdown(doc).split("\n")
@@ -136,7 +145,7 @@ at {big[0]}x{big[1]}x{big[2]}, {t('no_overlap_epilogue', *short):.0f} / {t('defa
 Host cost of a warm `deep_gemm.fp8_gemm_nt` call (same run, `bench/warm_call.py`, M=128 N=2112
 K=7168; median of 2000 single calls made with the GPU queue drained): {warm['mn_major_sfa']['per_call_us']:.1f} us with SFA already
 MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel; back-to-back
-calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).  Cold compile of
+calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).{torch_reference(warm)}  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
 machine: 0.27-0.30 s (three runs at rev b8688ea), of which ptxas ~0.17 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
 against measurements: `bench/TUNING.md`.

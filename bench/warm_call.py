@@ -6,6 +6,11 @@
 synchronize before it is not timed): what the call itself costs the CPU, independent of how long
 the kernel runs.  `loop_us`: mean over back-to-back calls (the earlier method); when the kernel is
 slower than the call, the launch queue fills and this measures the GPU instead.
+
+`torch_reference`: torch's own calls on the same host, timed the same way: `scaled_mm_us` the
+cuBLAS baseline's call on the same operands (torch._scaled_mm with the block scales), `zero__us` a
+one-kernel `d.zero_()`.  The host decides most of the figure (6.8-12.7 us for the same warm path
+across leases, bench/TUNING.md step 47); these say what any Python-launched kernel costs there.
 """
 import json
 import statistics
@@ -13,8 +18,24 @@ import time
 
 import torch
 
+from common import cublas_fp8_gemm
+
 from dgir import deep_gemm
 from dgir.gpu_run import fp8_inputs
+
+
+def single_call_us(call, device, calls: int) -> list:
+    """Host seconds of `calls` single calls of `call`, each after the GPU queue is drained."""
+    call()
+    torch.cuda.synchronize(device)
+    single = []
+    for _ in range(calls):
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        call()
+        single.append(time.perf_counter() - t0)
+    torch.cuda.synchronize(device)
+    return single
 
 
 def measure(device, calls: int = 2000) -> dict:
@@ -23,14 +44,7 @@ def measure(device, calls: int = 2000) -> dict:
     for layout, s in (("mn_major_sfa", deep_gemm.get_mn_major_tma_aligned_tensor(sfa)), ("row_major_sfa", sfa)):
         d = torch.empty(128, 2112, dtype=torch.bfloat16, device=device)
         call = lambda: deep_gemm.fp8_gemm_nt((A, s), (B, sfb), d)  # noqa: E731
-        call()
-        torch.cuda.synchronize(device)
-        single = []
-        for _ in range(calls):
-            torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            call()
-            single.append(time.perf_counter() - t0)
+        single = single_call_us(call, device, calls)
         t0 = time.perf_counter()
         for _ in range(calls // 2):
             call()
@@ -38,6 +52,10 @@ def measure(device, calls: int = 2000) -> dict:
         torch.cuda.synchronize(device)
         out[layout] = {"per_call_us": statistics.median(single) * 1e6,
                        "per_call_p90_us": sorted(single)[int(0.9 * calls)] * 1e6, "loop_us": loop * 1e6}
+    d = torch.empty(128, 2112, dtype=torch.bfloat16, device=device)
+    out["torch_reference"] = {
+        "scaled_mm_us": statistics.median(single_call_us(cublas_fp8_gemm(A, sfa, B, sfb), device, calls)) * 1e6,
+        "zero__us": statistics.median(single_call_us(d.zero_, device, calls)) * 1e6}
     return out
 
 

@@ -174,3 +174,25 @@ def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(mon
     assert mt.newest_duel(s, key, "pick", among={"pick"}) is None            # nothing to duel with
     del s[key + ("old.json",)]
     assert duel() is None                                                      # no file timed both
+
+
+def test_readme_results_are_made_from_the_committed_result_file():
+    """The README's Results section, bench/results/fp8_gemm_nt.md and .svg are what `bench/report.py
+    --update-readme` makes of the committed result file: no number there is typed by hand."""
+    from dgir_testlib import bench_module
+    report = bench_module("report")
+    doc = json.loads((ROOT / "bench" / "results" / "fp8_gemm_nt.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    i = readme.index("## Results")
+    j = readme.find("\n## ", i + 1)
+    assert readme[i:j if j >= 0 else None] == report.readme_section(doc, doc["warm_call"])
+    assert (ROOT / "bench" / "results" / "fp8_gemm_nt.md").read_text() == report.markdown(doc) + "\n"
+    assert (ROOT / "bench" / "results" / "fp8_gemm_nt.svg").read_text() == report.svg(doc)
+
+
+def test_readme_names_torch_reference_only_when_the_run_recorded_it():
+    from dgir_testlib import bench_module
+    report = bench_module("report")
+    assert report.torch_reference({"mn_major_sfa": {}}) == ""
+    text = report.torch_reference({"torch_reference": {"scaled_mm_us": 14.31, "zero__us": 8.04}})
+    assert "14.3 us" in text and "8.0 us" in text
