@@ -93,6 +93,10 @@ def _place(region: Node, where: str, stamp: Node) -> Node:
                     out += [stamp, c]
                     continue
                 out.append(c)
+                if kind == "kloop" and side == "after":       # and the K blocks peeled after it
+                    end = _peeled_k_blocks_end(body, i)
+                    out += body[i:end]
+                    i = end
                 while i < len(body) and body[i].op is Op.TIMESTAMP:   # stamps placed here before
                     out.append(body[i])                                # keep their (event) order
                     i += 1
@@ -101,6 +105,25 @@ def _place(region: Node, where: str, stamp: Node) -> Node:
                 out.append(visit(c))
         return n.with_body(out)
     return visit(region)
+
+
+# what the K blocks peeled after an unrolled K loop consist of (scalar index arithmetic included)
+_K_BLOCK_OPS = {Op.CONST, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT, Op.CEILDIV, Op.LOAD_SCALE,
+                Op.SMEM_SCALAR, Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE,
+                Op.TIMESTAMP}
+
+
+def _peeled_k_blocks_end(body, i: int) -> int:
+    """Index just past the K blocks that follow the K loop ending at body[i - 1]: interleave_ffma
+    unrolls the loop by U and leaves K mod U blocks after it (7 K blocks a slice: blocks 4-6), so
+    "the K loop is done" is after their last promote, not at the loop's end.  A loop with no such
+    blocks (the next op is the epilogue, or the next tile's first wgmma under an `if`): i itself."""
+    end = j = i
+    while j < len(body) and body[j].op in _K_BLOCK_OPS:
+        if body[j].op is Op.PROMOTE:
+            end = j + 1
+        j += 1
+    return end
 
 
 PASS = TraceTimeline()

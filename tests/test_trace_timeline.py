@@ -76,3 +76,33 @@ def test_traced_kernel_assembles():
     r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg, passes=pipeline("sm90a") + [TraceTimeline()])
     assert r.ptx.count("%globaltimer") == len(EVENTS) - len(_absent(r.ir))
     assert r.resources.spill_stores == 0
+
+
+def test_kloop_end_follows_the_k_blocks_peeled_after_the_unrolled_loop():
+    """7 K blocks: interleave_ffma unrolls the loop by 4 and peels blocks 4-6 after it.  "K loop done"
+    must come after their last promote (it once sat at the loop's end, 3 K blocks early)."""
+    cfg = Fp8GemmConfig(n=64, k=7 * 128, block_m=64, block_n=64, stages=4)
+    traced = _traced(cfg)
+    ends = {NAMES.index("first_kloop_end"), NAMES.index("last_kloop_end")}
+
+    def check(body):
+        for i, n in enumerate(body):
+            if n.op is Op.TIMESTAMP and n.get("event") in ends:
+                before = [m.op for m in body[:i] if m.op is not Op.TIMESTAMP]
+                assert Op.FOR in before and before[-1] is Op.PROMOTE, before[-6:]
+                after = [m.op for m in body[i + 1:]]
+                assert Op.PROMOTE not in after and Op.WGMMA not in after
+                return 1
+            if n.body:
+                found = check(n.body)
+                if found:
+                    return found
+        return 0
+    mma = next(n for n in traced.body if n.op is Op.WARPGROUP and "mma" in n.get("roles"))
+    assert check(mma.body)
+    peeled = [n for n in mma.walk() if n.op is Op.PROMOTE]
+    assert len(peeled) >= 4                          # the loop body's promotes and the peeled ones
+    ins = fp8_gemm_inputs(64, 64, 7 * 128, seed=5)
+    out = run_kernel(traced, {**ins, "TRACE": torch.zeros((1, len(EVENTS), 2), dtype=torch.int64)})
+    t = {name: int(out["TRACE"][0, i, 0]) for i, name in enumerate(NAMES)}
+    assert t["first_full"] < t["first_kloop_end"] < t["first_stored"] <= t["tile_end"]
