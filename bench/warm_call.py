@@ -71,14 +71,7 @@ def launch_cost(device, configs, calls: int = 2000) -> list:
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, cfg.n, cfg.k, device, config=cfg)
         plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
         stream = torch.cuda.current_stream(device).cuda_stream
-        plan(stream)
-        single = []
-        for _ in range(calls):
-            torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            plan(stream)
-            single.append(time.perf_counter() - t0)
-        torch.cuda.synchronize(device)
+        single = single_call_us(lambda: plan(stream), device, calls)
         out.append({"m": m, "kernel": kern.result.name, "launch_us": statistics.median(single) * 1e6})
     return out
 

@@ -1,7 +1,7 @@
 """trace_timeline: timestamps at the milestones of each CTA's roles (an opt-in measuring pass)."""
 from __future__ import annotations
 
-from dgir.ir import Node, Op, Type, DType
+from dgir.ir import SCALAR_OPS, DType, Node, Op, Type
 
 from . import Pass
 
@@ -107,10 +107,8 @@ def _place(region: Node, where: str, stamp: Node) -> Node:
     return visit(region)
 
 
-# what the K blocks peeled after an unrolled K loop consist of (scalar index arithmetic included)
-_K_BLOCK_OPS = {Op.CONST, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT, Op.CEILDIV, Op.LOAD_SCALE,
-                Op.SMEM_SCALAR, Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE,
-                Op.TIMESTAMP}
+# what the K blocks peeled after an unrolled K loop consist of (their index arithmetic included)
+_K_BLOCK_OPS = SCALAR_OPS | {Op.WAIT, Op.SMEM_READ, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE, Op.TIMESTAMP}
 
 
 def _peeled_k_blocks_end(body, i: int) -> int:
