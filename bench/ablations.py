@@ -29,6 +29,22 @@ class CeilingNoPromotion(Pass):
                           accumulating_wgmma(n) if n.op is Op.MMA_SCALED else [n])
 
 
+class RescaleCost(Pass):
+    """Ablation, not a correct kernel (step 64): what a promotion without the partial accumulator
+    would cost.  Each `mma_scaled` becomes `wgmma(acc, scale_d=1)`, `wgmma_wait 0`, then `scale`
+    (acc *= sfa[row] * sfb[n block]: one FMUL per accumulator, where promote_scales issues one FFMA
+    and needs a second register tile).  A correct kernel of that shape would keep acc / s_k in the
+    tensor-core accumulator and multiply by s_(k-1) / s_k before each K block; this ablation has its
+    instruction count and register use, not its values."""
+    name = "rescale_cost"
+
+    def run(self, kernel: Node) -> Node:
+        def rescaled(n: Node) -> list[Node]:
+            acc, _, _, _, sfa, *sbs, n0 = n.args
+            return accumulating_wgmma(n) + [Node(Op.SCALE, "", (acc, sfa, *sbs, n0), None, {"role": "mma"})]
+        return expand_ops(kernel, lambda n: rescaled(n) if n.op is Op.MMA_SCALED else [n])
+
+
 class ScaleAtEnd(Pass):
     """Ablation: accumulate all of K in the tensor-core accumulator and apply the scales once, after
     the k-loop, using the last K block's scales.  Exact only when scales do not vary along K; with

@@ -21,7 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ablations import (CeilingNoPromotion, HintStores, InterleaveUnroll8, NoEpilogue, NoStageOut,  # noqa: E402
-                       NoWork, ScaleAtEnd, UnitBScales, pipeline_with)
+                       NoWork, RescaleCost, ScaleAtEnd, UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -75,6 +75,8 @@ VARIANTS = {
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
+    # step 64: one FMUL per accumulator per K block onto the tensor-core accumulator, no partial
+    "rescale_cost": lambda: pipeline_with({"promote_scales": RescaleCost()}),
     "nostageout": lambda: pipeline_with(after={"overlap_epilogue": NoStageOut()}),   # timing only
     "noepilogue": lambda: pipeline_with(after={"overlap_epilogue": NoEpilogue()}),   # timing only
     # programmatic dependent launch (step 57): "nopdl" - kernels without griddepcontrol (what the
