@@ -101,6 +101,12 @@ class Op(enum.Enum):
     PROMOTE = "promote"          # acc += part * sfa[row] * sfb[col]; args: acc, part, sfa, sb0, sb1[, sb2], n0
     MMA_SCALED = "mma_scaled"    # acc += (A_blk @ B_blk^T) * sfa[row] * sfb[col]  (before promote_scales)
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
+    # promotion="rescaled": the tensor-core accumulator holds acc / s_k (s_k = sfa[row] * sfb[col] of
+    # the K block last added), so each K block's wgmma accumulates onto it (no partial tile)
+    RESCALE = "rescale"          # s = sfa[row] * sfb[col]; acc *= s_prev / s; s_prev = s (one f32 division
+                                 # per row and B-scale block, one multiply per element); args: acc, s_prev,
+                                 # sfa, sb0, sb1, n0; s_prev: f32[64, blocks] (zeroed: the first is a no-op)
+    APPLY_SCALE = "apply_scale"  # acc *= s_prev[row, B-scale block of col]; args: acc, s_prev
     # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)
     SPLIT_STORE = "split_store"    # args: workspace, acc, slice, m0, n0: FP32 partial rows < M; attr
                                    # compact: the workspace is [slots, BLOCK_M, BLOCK_N], slice a slot

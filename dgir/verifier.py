@@ -12,12 +12,12 @@ L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_uncha
 # which role may issue which op (ops not listed may appear in any role)
 ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
            Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
-           Op.PROMOTE: "mma", Op.SMEM_READ: "mma",
+           Op.PROMOTE: "mma", Op.SMEM_READ: "mma", Op.RESCALE: "mma", Op.APPLY_SCALE: "mma",
            Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store",
            Op.SPLIT_STORE: "store", Op.SPLIT_ARRIVE: "store", Op.SPLIT_REDUCE: "store", Op.SPLIT_GATHER: "store", Op.SPLIT_PEEK: "store", Op.SPLIT_RESET: "store",
            Op.STORE_DIRECT: "store", Op.PARTIAL_PUBLISH: "store", Op.PARTIAL_REDUCE: "store", Op.PARTIAL_RECLAIM: "store"}
 ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.STAGE_SCALE: 7, Op.SMEM_SCALAR: 3, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
-         Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
+         Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.RESCALE: 6, Op.APPLY_SCALE: 2, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
          Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
          Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 5, Op.SPLIT_PEEK: 3, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
          Op.TIMESTAMP: 1, Op.GRID_WAIT: 0, Op.LAUNCH_DEPENDENTS: 0, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
@@ -171,8 +171,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             nn = n.get("n")
             if not isinstance(nn, int) or nn % 8 or not 8 <= nn <= 256:
                 err(n, f"wgmma n={nn}: must be a multiple of 8 in [8, 256]")
-        if n.op is Op.PROMOTE:
-            for r in n.args[:3]:
+        if n.op in (Op.PROMOTE, Op.RESCALE, Op.APPLY_SCALE):
+            for r in n.args[:2 if n.op is Op.APPLY_SCALE else 3]:
                 if kinds.get(r) is not Op.REGS:
                     err(n, f"%{r} must be a register tile")
         if n.op is Op.FOR:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dgir.ir import Node, Op, Type
 
 from . import Pass
+from .rescale_accumulator import RescaleAccumulator
 
 
 class PromoteScales(Pass):
@@ -15,10 +16,16 @@ class PromoteScales(Pass):
     longer than one scale block.  A tile that straddles 128-row B-scale blocks keeps each block's
     B scale (sb0, sb1 and, for sizes that can touch three, sb2); `promote` picks per column.  Declares the partial register tile `part`; with
     several waves (BLOCK_M 256) the waves share it, so a wave's promote precedes the next wgmma.
+
+    Kernels compiled with the opt-in `promotion="rescaled"` get the other algorithm instead
+    (passes/rescale_accumulator.py): no partial, the tensor-core accumulator runs over all of K and
+    is rescaled by s_(k-1) / s_k before each K block.
     """
     name = "promote_scales"
 
     def run(self, kernel: Node) -> Node:
+        if kernel.get("promotion") == "rescaled":
+            return RescaleAccumulator().run(kernel)
         part_type = None
 
         def rewrite(body):

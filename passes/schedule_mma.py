@@ -7,10 +7,11 @@ from . import Pass
 
 # Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
 LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
-           Op.PROMOTE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30}
+           Op.PROMOTE: 64, Op.RESCALE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30}
 SCALE_READS = (Op.LOAD_SCALE, Op.SMEM_SCALAR)
 # B-scale reads issue with the wgmma so their latency hides behind it (the promote reads them)
-ISSUE = SCALE_READS + (Op.WAIT, Op.SMEM_READ, Op.WGMMA)     # start tensor-core work
+ISSUE = SCALE_READS + (Op.WAIT, Op.SMEM_READ, Op.RESCALE, Op.WGMMA)   # start tensor-core work (promotion
+                                                                    # "rescaled": the wgmma needs the rescale)
 RETIRE = (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)             # finish it on the CUDA cores
 
 

@@ -274,6 +274,26 @@ def test_cluster_multicast_matches_reference(m, n, k, bm, bn, stages, mc):
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))     # and bitwise stable
 
 
+# 256-wide tiles (columns 128-255 take the second B-scale block's scale; with the FP32 promotion the
+# partial and the accumulator spill, so only checked for correctness) and the opt-in rescaled
+# promotion (the tensor-core accumulator over all of K): (m, n, k, bm, bn, stages, cluster, promotion, split_k)
+WIDE_AND_RESCALED = [(4096, 7168, 2048, 128, 256, 3, "2B", "fp32", 1), (300, 1024, 4096, 64, 256, 3, "1A", "fp32", 1),
+                     (4096, 7168, 2048, 128, 256, 3, "2B", "rescaled", 1), (4097, 4096, 7168, 128, 256, 3, "2A", "rescaled", 1),
+                     (300, 1024, 4096, 64, 256, 4, "1A", "rescaled", 1), (128, 4096, 7168, 64, 64, 8, "1A", "rescaled", 2),
+                     (700, 2112, 7168, 192, 128, 4, "2B", "rescaled", 1)]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,cl,promotion,sk", WIDE_AND_RESCALED,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_{c[6]}_{c[7]}_sk{c[8]}" for c in WIDE_AND_RESCALED])
+def test_wide_tiles_and_rescaled_promotion_match_reference(m, n, k, bm, bn, stages, cl, promotion, sk):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=int(cl[0]), multicast=cl[1],
+                        promotion=promotion, split_k=sk)
+    _, outs, ref = _run_config(m, n, k, cfg, "wide-rescaled-test", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))     # and bitwise stable
+
+
 # tiles that cross a 128-row B-scale block: every split column of each size (8 N tiles hit every
 # residue of n0 % 128), through the branch-per-split promotion (<= 4 splits) or the per-group select
 # N = 8 BLOCK_N: the tiles start at every offset n0 % 128 that the size allows; 152, 176 and 200 reach

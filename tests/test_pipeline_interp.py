@@ -210,3 +210,45 @@ def test_three_scale_blocks_by_arms_and_by_selects(arms, monkeypatch):
     ins = fp8_gemm_inputs(130, 1408, 256, seed=11)
     out = run_kernel(kern, ins)["D"]
     assert calc_diff(out.double(), fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])) < 1e-5
+
+
+# promotion="rescaled" (opt-in): the tensor-core accumulator runs over all of K, rescaled by
+# s_(k-1) / s_k; its rounding differs from the FFMA promotion, so the stages are compared with each
+# other from rescale_accumulator on, and with the reference.  (m, n, k, bm, bn, stages, split_k,
+# split_reduce, cluster, multicast)
+RESCALED = [(300, 512, 640, 128, 256, 3, 1, "global", 2, "B"), (130, 512, 384, 128, 256, 2, 1, "global", 2, "A"),
+            (70, 256, 1024, 64, 64, 3, 2, "global", 1, "A"), (70, 256, 1024, 64, 64, 3, 4, "cluster", 1, "A"),
+            (130, 384, 512, 192, 128, 3, 1, "global", 1, "A"), (17, 96, 272, 64, 32, 2, 1, "global", 1, "A")]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k,split_reduce,cluster,multicast", RESCALED)
+def test_rescaled_promotion_matches_the_reference_at_every_stage(m, n, k, bm, bn, stages, split_k, split_reduce,
+                                                                 cluster, multicast):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=4, split_k=split_k,
+                        split_reduce=split_reduce, cluster=cluster, multicast=multicast, promotion="rescaled")
+    ins = _inputs(cfg, m, n, k)
+    stages_ir = []
+    run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append((ev.stem, ev.after))], verify_each=True)
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    rescaled = [(stem, kern) for stem, kern in stages_ir if any(n.op is Op.RESCALE for n in kern.walk())]
+    assert rescaled and not any(n.op is Op.PROMOTE for _, kern in stages_ir for n in kern.walk())
+    first = None
+    for stem, kern in rescaled:
+        out = run_kernel(kern, ins, seed=len(stem))["D"]
+        assert torch.isfinite(out).all(), stem
+        assert calc_diff(out.double(), ref) < 1e-5, stem
+        first = out if first is None else first
+        assert torch.equal(out.view(torch.int16), first.view(torch.int16)), stem
+
+
+def test_rescaled_promotion_with_a_zero_scale_is_loud_not_wrong():
+    """s / s_k with s_k = 0 is inf: the rows whose A scale is zero come out inf or NaN, never a finite
+    wrong value (the option's documented precondition); every other row is still right."""
+    cfg = Fp8GemmConfig(n=256, k=512, block_m=128, block_n=256, stages=2, num_sms=2, promotion="rescaled")
+    ins = _inputs(cfg, 128, 256, 512)
+    ins["SFA"][1, 5] = 0.0                           # row 5, K block 1
+    out = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), ins)["D"]
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    assert not torch.isfinite(out[5]).any()
+    rows = [r for r in range(128) if r != 5]
+    assert torch.isfinite(out[rows]).all() and calc_diff(out[rows].double(), ref[rows]) < 1e-5

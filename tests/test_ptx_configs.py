@@ -178,3 +178,17 @@ def test_three_warpgroup_widths_that_check_config_accepts_do_not_spill(split_k):
         r = compile("fp8_gemm_nt", m=4096, n=cfg.n, k=cfg.k, config=cfg, verify=True).resources
         assert r.spill_stores == 0 and r.stack_bytes == 0, (bn, r)
     assert accepted[-1] == (128 if split_k == 1 else 96) and 120 not in accepted and len(accepted) >= 11
+
+
+@pytest.mark.parametrize("block_m", [64, 128])
+def test_256_wide_tiles_promote_each_128_column_half_with_its_own_b_scale(block_m):
+    """A 256-wide tile starts at a multiple of 256, so its columns 0-127 and 128-255 lie in two
+    B-scale blocks: the promotion's FFMAs of the second half must use sfb of the second block
+    (they once all used the first one's, a silently wrong result for any config with block_n=256)."""
+    import re
+    cfg = Fp8GemmConfig(n=512, k=512, block_m=block_m, block_n=256, stages=2)
+    ptx = compile("fp8_gemm_nt", m=256, n=512, k=512, config=cfg, assemble=False).ptx
+    b_scale_of = {d: sb for d, _, sb in re.findall(r"mul\.f32 (%f\d+), (%f\d+), (%f\d+);", ptx)}
+    promote = re.findall(r"fma\.rn\.f32 \S+, \S+, (%f\d+), ", ptx)[:128]       # one K block: 64x256 / 128 threads
+    first, second = ({b_scale_of[s] for s in half} for half in (promote[:64], promote[64:]))
+    assert len(first) == len(second) == 1 and first != second

@@ -82,6 +82,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
             Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync, Op.TURN: self._turn,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
+            Op.RESCALE: self._rescale, Op.APPLY_SCALE: self._apply_scale,
             Op.SPLIT_STORE: self._split_store, Op.SPLIT_ARRIVE: self._split_arrive,
             Op.SPLIT_REDUCE: self._split_reduce, Op.SPLIT_GATHER: self._split_gather, Op.SPLIT_PEEK: self._split_peek, Op.SPLIT_RESET: self._split_reset,
             Op.STORE_DIRECT: self._store_direct, Op.TIMESTAMP: self._timestamp,

@@ -2,9 +2,16 @@
 asynchrony model of the package docstring: a mixin of `_Machine`."""
 from __future__ import annotations
 
+import torch
 
 from ..ir import Node
 from .state import InterpError, RaceError, _dot, _ffma, _Group, _poison, _scale_tile, _Task
+
+
+def _block_columns(n0: int, cols: int, blocks: int) -> torch.Tensor:
+    """For each column of a tile at n0: which of its `blocks` 128-column B-scale blocks (a scale tile's
+    column) it lies in (tiles of promotion="rescaled" never straddle: n0 is a multiple of their width)."""
+    return ((n0 + torch.arange(cols)) // 128 - n0 // 128).clamp(max=blocks - 1)
 
 
 class MathOps:
@@ -36,6 +43,24 @@ class MathOps:
         acc = self._reg(t, n.args[0], "scale")
         sfa, sbs, n0 = self._scale_operands(t, n.args[1:], "scale")
         acc.mul_(_scale_tile(sfa, sbs, n0, acc.shape[1]))
+
+    def _rescale(self, t: _Task, n: Node):
+        """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k (f32 division, then
+        f32 multiply, as the PTX); s_prev = s_k."""
+        if len(n.args) != 6:
+            raise InterpError("rescale needs (acc, s_prev, sfa, sb0, sb1, n0)")
+        acc = self._reg(t, n.args[0], "rescale")
+        s_prev = self._reg(t, n.args[1], "rescale")
+        sfa, sbs, n0 = self._scale_operands(t, n.args[2:], "rescale")
+        s_k = _scale_tile(sfa, sbs, n0, acc.shape[1])             # [rows, cols]: one value per block
+        cols = _block_columns(n0, acc.shape[1], s_prev.shape[1])
+        acc.mul_(s_prev[:, cols] / s_k)
+        s_prev.copy_(s_k[:, [cols.tolist().index(b) for b in range(s_prev.shape[1])]])
+
+    def _apply_scale(self, t: _Task, n: Node):
+        acc = self._reg(t, n.args[0], "apply_scale")
+        s_prev = self._reg(t, n.args[1], "apply_scale")
+        acc.mul_(s_prev[:, _block_columns(0, acc.shape[1], s_prev.shape[1])])
 
     def _wgmma(self, t: _Task, n: Node):
         if len(n.args) != 4:

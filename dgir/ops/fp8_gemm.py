@@ -36,7 +36,7 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32"}      # Fp8GemmConfig fields left out of key() at their default
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,13 @@ class Fp8GemmConfig:
                                  # then the partial round's tiles cut into equal K pieces over every
                                  # walker (summed through a global workspace in a fixed order;
                                  # dgir/ops/stream_k.py; opt-in: slower so far, TUNING.md step 36)
+    promotion: str = "fp32"      # "fp32": each K block's wgmma into a fresh partial, promoted into the
+                                 # FP32 accumulator by FFMAs (DeepGEMM's two-level accumulation);
+                                 # "rescaled" (opt-in): the tensor-core accumulator runs over all of K,
+                                 # holding acc / s_k, and is multiplied by s_(k-1) / s_k before each K
+                                 # block (passes/rescale_accumulator.py): no partial tile, so a 64x256
+                                 # warpgroup tile fits; FP8 tensor-core accumulation over all of K,
+                                 # and the scales must be finite and non-zero (TUNING.md step 64)
 
     @property
     def math_wgs(self) -> int:
@@ -120,8 +127,9 @@ class Fp8GemmConfig:
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
         stk = "_stk" if self.stream_k else ""
+        rs = "_rs" if self.promotion == "rescaled" else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -309,6 +317,16 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.math_order != "together" and cfg.math_wgs < 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two or more math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
+    if cfg.promotion not in ("fp32", "rescaled"):
+        raise OpError(f"fp8_gemm_nt: promotion must be 'fp32' or 'rescaled', got {cfg.promotion!r}")
+    if cfg.promotion == "rescaled":
+        if cfg.block_n % 128 and 128 % cfg.block_n:
+            raise OpError(f"fp8_gemm_nt: promotion='rescaled' keeps one scale per row and 128-column B-scale "
+                          f"block: block_n must divide 128 or be a multiple of it, got {cfg.block_n}")
+        if cfg.waves > 1 or cfg.stream_k:
+            raise OpError("fp8_gemm_nt: promotion='rescaled' needs one 64-row wave per math warpgroup "
+                          f"(block_m 64, 128 or 192) and no stream_k, got block_m={cfg.block_m}, "
+                          f"stream_k={cfg.stream_k}")
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
@@ -573,6 +591,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs.update(cluster=SK, split_reduce="cluster")
     if STK:
         attrs["stream_k"] = True
+    if cfg.promotion != "fp32":
+        attrs["promotion"] = cfg.promotion         # read by the rescale_accumulator pass
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

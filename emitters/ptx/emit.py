@@ -16,7 +16,7 @@ from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _rel
 from .epilogue import _stage_out, _store_direct, _sync, _tma_store, _tma_store_wait
 from .split import _split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store
 from .errors import EmitError
-from .mma import _promote, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
+from .mma import _apply_scale, _promote, _rescale, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
 from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .trace import _timestamp, init_first_flags
 
@@ -117,9 +117,11 @@ class Emitter:
             d = self.decls[name]
             if d.op is not Op.REGS:
                 raise EmitError(f"%{name} is not a register tile")
-            # 64xN: N/2 per thread (wgmma layout); 64 (one value per row): this thread's 2 rows
+            # 64xN: N/2 per thread (wgmma layout); 64 (one value per row): this thread's 2 rows;
+            # 64xB with `scales` (one value per row and 128-column block): 2 rows x B blocks
             shape = d.type.shape
-            self.tiles[name] = self.b.regs("f32", shape[1] // 2 if len(shape) == 2 else 2)
+            count = 2 if len(shape) == 1 else 2 * shape[1] if d.get("scales") else shape[1] // 2
+            self.tiles[name] = self.b.regs("f32", count)
         return self.tiles[name]
 
     def slice_of(self, n: Node) -> str:
@@ -360,7 +362,7 @@ EMIT.update({Op.FOR: _for, Op.IF: _if, Op.GRID_WAIT: _grid_wait, Op.LAUNCH_DEPEN
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
              Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
              Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,
-             Op.PROMOTE: _promote, Op.SCALE: _scale, Op.TURN: _turn,
+             Op.PROMOTE: _promote, Op.SCALE: _scale, Op.RESCALE: _rescale, Op.APPLY_SCALE: _apply_scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,
              Op.SPLIT_REDUCE: _split_reduce, Op.SPLIT_GATHER: _split_gather, Op.SPLIT_PEEK: _split_peek, Op.SPLIT_RESET: _split_reset, Op.TIMESTAMP: _timestamp,

@@ -128,7 +128,11 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
     selected per group at run time when the tile crosses a B-scale block."""
     b = self.b
     first = _row_scales(self, sfa, sbs[0])
-    if not _straddle_splits(self.k.get("block_n")):
+    block_n = self.k.get("block_n")
+    if block_n % 128 == 0:          # aligned tiles: columns 128j .. 128j+127 are B-scale block j
+        per_block = [first] + [_row_scales(self, sfa, sb) for sb in sbs[1:block_n // 128]]
+        return [per_block[8 * j // 128] for j in range(ncols // 8)]
+    if not _straddle_splits(block_n):
         return [first] * (ncols // 8)
     later = [_row_scales(self, sfa, sb) for sb in sbs[1:]]
     split = _split_column(self, n0)
@@ -190,6 +194,36 @@ def _scale(self: Emitter, n: Node) -> None:
     scales = _scales(self, sfa, sbs, n0, 2 * len(A))
     for v in range(len(A)):
         self.b(f"mul.f32 {A[v]}, {A[v]}, {scales[v // 4][(v // 2) % 2]};")
+
+
+def _block_of_group(j: int, blocks: int) -> int:
+    """The 128-column B-scale block (from n0's) of 8-column group j of a non-straddling tile."""
+    return min(8 * j // 128, blocks - 1)
+
+
+def _rescale(self: Emitter, n: Node) -> None:
+    """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k; s_prev = s_k (IEEE
+    division: s_prev = 0 before a tile's first K block makes it a multiply by 0 of a zero tile)."""
+    acc, s_prev, sfa, *sbs, n0 = n.args
+    A, S = self.tile(acc), self.tile(s_prev)
+    b = self.b
+    ratios = []
+    for blk in range(len(S) // 2):
+        s_k = _row_scales(self, sfa, sbs[blk])
+        r = (b.reg("f32"), b.reg("f32"))
+        for i in range(2):
+            b(f"div.rn.f32 {r[i]}, {S[2 * blk + i]}, {s_k[i]};")
+            b(f"mov.f32 {S[2 * blk + i]}, {s_k[i]};")
+        ratios.append(r)
+    for v in range(len(A)):
+        b(f"mul.f32 {A[v]}, {A[v]}, {ratios[_block_of_group(v // 4, len(ratios))][(v // 2) % 2]};")
+
+
+def _apply_scale(self: Emitter, n: Node) -> None:
+    acc, s_prev = n.args
+    A, S = self.tile(acc), self.tile(s_prev)
+    for v in range(len(A)):
+        self.b(f"mul.f32 {A[v]}, {A[v]}, {S[2 * _block_of_group(v // 4, len(S) // 2) + (v // 2) % 2]};")
 
 
 def turn_barrier_base(n_wgs: int) -> int:
