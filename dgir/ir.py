@@ -103,8 +103,8 @@ class Op(enum.Enum):
     SCALE = "scale"              # acc *= sfa[row] * sfb[col] (scales applied once, for ablations)
     # promotion="rescaled": the tensor-core accumulator holds acc / s_k (s_k = sfa[row] * sfb[col] of
     # the K block last added), so each K block's wgmma accumulates onto it (no partial tile)
-    RESCALE = "rescale"          # s = sfa[row] * sfb[col]; acc *= s_prev / s; s_prev = s (one f32 division
-                                 # per row and B-scale block, one multiply per element); args: acc, s_prev,
+    RESCALE = "rescale"          # s = sfa[row] * sfb[col]; acc *= s_prev / s; s_prev = s (one ratio per row
+                                 # and B-scale block, one multiply per element); args: acc, s_prev,
                                  # sfa, sb0, sb1, n0; s_prev: f32[64, blocks] (zeroed: the first is a no-op)
     APPLY_SCALE = "apply_scale"  # acc *= s_prev[row, B-scale block of col]; args: acc, s_prev
     # split-K epilogue (deterministic: partials are summed in slice order by whichever CTA is last)

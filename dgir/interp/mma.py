@@ -45,8 +45,8 @@ class MathOps:
         acc.mul_(_scale_tile(sfa, sbs, n0, acc.shape[1]))
 
     def _rescale(self, t: _Task, n: Node):
-        """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k (f32 division, then
-        f32 multiply, as the PTX); s_prev = s_k."""
+        """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k (an f32 division, then
+        an f32 multiply; the PTX multiplies by an approximate reciprocal, within 1 ulp); s_prev = s_k."""
         if len(n.args) != 6:
             raise InterpError("rescale needs (acc, s_prev, sfa, sb0, sb1, n0)")
         acc = self._reg(t, n.args[0], "rescale")

@@ -202,8 +202,10 @@ def _block_of_group(j: int, blocks: int) -> int:
 
 
 def _rescale(self: Emitter, n: Node) -> None:
-    """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k; s_prev = s_k (IEEE
-    division: s_prev = 0 before a tile's first K block makes it a multiply by 0 of a zero tile)."""
+    """promotion="rescaled": s_k = sfa[row] * sfb[block]; acc *= s_prev / s_k; s_prev = s_k (s_prev = 0
+    before a tile's first K block: a multiply by 0 of a zero tile).  The ratio is s_prev times the
+    approximate reciprocal (rcp.approx, 1 ulp): div.rn.f32 compiles to a branch to a slow path per
+    division, four of them between the slot's arrival and the wgmma (spec 121: -5..-10%)."""
     acc, s_prev, sfa, *sbs, n0 = n.args
     A, S = self.tile(acc), self.tile(s_prev)
     b = self.b
@@ -212,7 +214,8 @@ def _rescale(self: Emitter, n: Node) -> None:
         s_k = _row_scales(self, sfa, sbs[blk])
         r = (b.reg("f32"), b.reg("f32"))
         for i in range(2):
-            b(f"div.rn.f32 {r[i]}, {S[2 * blk + i]}, {s_k[i]};")
+            b(f"rcp.approx.f32 {r[i]}, {s_k[i]};")
+            b(f"mul.f32 {r[i]}, {r[i]}, {S[2 * blk + i]};")
             b(f"mov.f32 {S[2 * blk + i]}, {s_k[i]};")
         ratios.append(r)
     for v in range(len(A)):
