@@ -40,12 +40,14 @@ def _inputs(cfg, m, n, k):
     return ins
 
 
-def _check_every_stage(cfg, m, n, k):
-    """Run every pipeline stage on the interpreter: finite, close to the reference, and bitwise equal
-    to the lowered IR (promotion, pipelining, multicast and layout change no rounding)."""
+def _check_every_stage(cfg, m, n, k, compared=lambda kern: True):
+    """Run every pipeline stage (those `compared` selects) on the interpreter: finite, close to the
+    reference, and bitwise equal to the first one, the lowered IR by default (promotion, pipelining,
+    multicast and layout change no rounding).  Returns the stages run, (stem, kernel) in order."""
     ins = _inputs(cfg, m, n, k)
     stages_ir = []
     run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append((ev.stem, ev.after))], verify_each=True)
+    stages_ir = [(stem, kern) for stem, kern in stages_ir if compared(kern)]
     ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
     first = None
     for stem, kern in stages_ir:
@@ -54,7 +56,7 @@ def _check_every_stage(cfg, m, n, k):
         assert calc_diff(out.double(), ref) < 1e-5, stem
         first = out if first is None else first
         assert torch.equal(out.view(torch.int16), first.view(torch.int16)), stem
-    return stages_ir[-1][1]
+    return stages_ir
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", [c + (1,) for c in CASES] + SPLITS)
@@ -68,7 +70,7 @@ def test_every_pass_preserves_the_result(m, n, k, bm, bn, stages, split_k):
 def test_every_pass_preserves_the_result_with_clusters(m, n, k, bm, bn, stages, multicast, cluster):
     cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=8, cluster=cluster,
                         multicast=multicast)
-    final = _check_every_stage(cfg, m, n, k)
+    final = _check_every_stage(cfg, m, n, k)[-1][1]
     assert any(n.get("multicast") for n in final.find(Op.TMA_LOAD))
 
 
@@ -139,7 +141,7 @@ SPLIT_CLUSTERS = [(70, 96, 512, 32, 2, 4), (130, 200, 768, 64, 3, 3), (17, 64, 1
 def test_every_pass_preserves_the_result_with_cluster_split_k(m, n, k, bn, stages, split_k):
     cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, num_sms=2 * split_k, split_k=split_k,
                         split_reduce="cluster")
-    final = _check_every_stage(cfg, m, n, k)
+    final = _check_every_stage(cfg, m, n, k)[-1][1]
     assert final.get("cluster") == split_k and final.find(Op.PARTIAL_REDUCE)
     assert not any(p.name in ("W", "LOCKS") for p in final.find(Op.PARAM))     # no global workspace
 
@@ -226,19 +228,9 @@ def test_rescaled_promotion_matches_the_reference_at_every_stage(m, n, k, bm, bn
                                                                  cluster, multicast):
     cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=4, split_k=split_k,
                         split_reduce=split_reduce, cluster=cluster, multicast=multicast, promotion="rescaled")
-    ins = _inputs(cfg, m, n, k)
-    stages_ir = []
-    run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages_ir.append((ev.stem, ev.after))], verify_each=True)
-    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
-    rescaled = [(stem, kern) for stem, kern in stages_ir if any(n.op is Op.RESCALE for n in kern.walk())]
-    assert rescaled and not any(n.op is Op.PROMOTE for _, kern in stages_ir for n in kern.walk())
-    first = None
-    for stem, kern in rescaled:
-        out = run_kernel(kern, ins, seed=len(stem))["D"]
-        assert torch.isfinite(out).all(), stem
-        assert calc_diff(out.double(), ref) < 1e-5, stem
-        first = out if first is None else first
-        assert torch.equal(out.view(torch.int16), first.view(torch.int16)), stem
+    rescaled = _check_every_stage(cfg, m, n, k, compared=lambda kern: any(n.op is Op.RESCALE for n in kern.walk()))
+    assert len(rescaled) == 13                         # every stage from promote_scales on
+    assert not any(n.op is Op.PROMOTE for _, kern in rescaled for n in kern.walk())
 
 
 def test_rescaled_promotion_with_a_zero_scale_is_loud_not_wrong():

@@ -2,16 +2,8 @@
 asynchrony model of the package docstring: a mixin of `_Machine`."""
 from __future__ import annotations
 
-import torch
-
 from ..ir import Node
-from .state import InterpError, RaceError, _dot, _ffma, _Group, _poison, _scale_tile, _Task
-
-
-def _block_columns(n0: int, cols: int, blocks: int) -> torch.Tensor:
-    """For each column of a tile at n0: which of its `blocks` 128-column B-scale blocks (a scale tile's
-    column) it lies in (tiles of promotion="rescaled" never straddle: n0 is a multiple of their width)."""
-    return ((n0 + torch.arange(cols)) // 128 - n0 // 128).clamp(max=blocks - 1)
+from .state import InterpError, RaceError, _block_columns, _dot, _ffma, _Group, _poison, _scale_tile, _Task
 
 
 class MathOps:
@@ -52,10 +44,9 @@ class MathOps:
         acc = self._reg(t, n.args[0], "rescale")
         s_prev = self._reg(t, n.args[1], "rescale")
         sfa, sbs, n0 = self._scale_operands(t, n.args[2:], "rescale")
-        s_k = _scale_tile(sfa, sbs, n0, acc.shape[1])             # [rows, cols]: one value per block
-        cols = _block_columns(n0, acc.shape[1], s_prev.shape[1])
-        acc.mul_(s_prev[:, cols] / s_k)
-        s_prev.copy_(s_k[:, [cols.tolist().index(b) for b in range(s_prev.shape[1])]])
+        blocks = s_prev.shape[1]          # tiles of promotion="rescaled" never straddle a B-scale block
+        acc.mul_(s_prev[:, _block_columns(n0, acc.shape[1], blocks)] / _scale_tile(sfa, sbs, n0, acc.shape[1]))
+        s_prev.copy_(_scale_tile(sfa, sbs[:blocks], 0, 128 * blocks)[:, ::128])
 
     def _apply_scale(self, t: _Task, n: Node):
         acc = self._reg(t, n.args[0], "apply_scale")

@@ -59,12 +59,16 @@ def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return a.float() @ b.float().T
 
 
+def _block_columns(n0: int, cols: int, blocks: int) -> torch.Tensor:
+    """For each column of a tile at n0: which 128-column B-scale block, counted from n0's, it lies in
+    (columns past the last of `blocks` count as the last)."""
+    return ((n0 + torch.arange(cols)) // 128 - n0 // 128).clamp(max=blocks - 1)
+
+
 def _scale_tile(sfa: torch.Tensor, sbs: list, n0: int, cols: int) -> torch.Tensor:
     """s[r, c] = sfa[r] * sb(c), one f32 multiply; sb(c) = the scale of the B-scale block of column
     n0 + c counted from n0's (sbs[0], sbs[1], ...; columns past the last one use the last)."""
-    c = n0 + torch.arange(cols)
-    idx = (c // 128 - n0 // 128).clamp(max=len(sbs) - 1)
-    sb = torch.tensor(sbs, dtype=torch.float32)[idx]
+    sb = torch.tensor(sbs, dtype=torch.float32)[_block_columns(n0, cols, len(sbs))]
     return sfa.float()[:, None] * sb[None, :]
 
 

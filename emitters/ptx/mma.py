@@ -131,7 +131,7 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
     block_n = self.k.get("block_n")
     if block_n % 128 == 0:          # aligned tiles: columns 128j .. 128j+127 are B-scale block j
         per_block = [first] + [_row_scales(self, sfa, sb) for sb in sbs[1:block_n // 128]]
-        return [per_block[8 * j // 128] for j in range(ncols // 8)]
+        return [per_block[_block_of_group(j, len(per_block))] for j in range(ncols // 8)]
     if not _straddle_splits(block_n):
         return [first] * (ncols // 8)
     later = [_row_scales(self, sfa, sb) for sb in sbs[1:]]
