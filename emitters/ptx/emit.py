@@ -25,6 +25,11 @@ PTX_VERSION = "8.7"
 # fence.mbarrier_init before it already releases the barrier inits, and a .release arrive costs a
 # MEMBAR.ALL.GPU in every thread; measured no faster (TUNING step 53), so the default stays
 CLUSTER_ARRIVE = ".release"
+# the dispatch falls through into the load region, which ptxas then lays out right after the entry
+# (branched to, it went last: 10-20 KB away).  Its first TMA is on every call's critical path and a
+# jump to cold code costs an instruction fetch from DRAM after the timer's L2 flush; the math
+# regions wait for their first stage anyway.  False: the form before (bench variant `loadlast`)
+LOAD_REGION_FALLS_THROUGH = True
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -188,18 +193,21 @@ class Emitter:
         else:
             b("bar.sync 0;")
         regions = [n for n in k.body if n.op is Op.WARPGROUP]
-        labels = [b.label("wg_" + "_".join(r.get("roles"))) for r in regions]
-        for r, lab in zip(regions, labels):
+        labels = {id(r): b.label("wg_" + "_".join(r.get("roles"))) for r in regions}
+        loads = [r for r in regions if set(r.get("roles")) == {"load"}]
+        inline = loads[0] if LOAD_REGION_FALLS_THROUGH and loads else None
+        for r in [r for r in regions if r is not inline] + ([inline] if inline else []):
             ids = r.get("ids")
             p = b.reg("pred")
             b(f"setp.ge.u32 {p}, {wg}, {ids[0]};")
             q = b.reg("pred")
             b(f"setp.le.u32 {q}, {wg}, {ids[-1]};")
             b(f"and.pred {p}, {p}, {q};")
-            b(f"@{p} bra {lab};")
-        b("ret;")
-        for r, lab in zip(regions, labels):
-            b.put_label(lab)
+            b(f"@!{p} ret;" if r is inline else f"@{p} bra {labels[id(r)]};")
+        if inline is None:
+            b("ret;")
+        for r in ([inline] if inline else []) + [r for r in regions if r is not inline]:
+            b.put_label(labels[id(r)])
             self.region(r)
             b("ret;")
         params = ",\n".join(self.param_decl(p) for p in kernel_params(k))
