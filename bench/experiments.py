@@ -69,7 +69,7 @@ VARIANTS = {
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
-    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadlast": lambda: None,
+    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
@@ -142,8 +142,9 @@ EMITTER_KNOBS = {
     "arms16": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=16),
     "early": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
     "relaxed": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
-    # the load region branched to from the dispatch (laid out last by ptxas), the form before step 65
-    "loadlast": lambda: emitter_knob("dgir.emitters.ptx.emit", LOAD_REGION_FALLS_THROUGH=False),
+    # the load region as the dispatch's fall-through, laid out by ptxas right after the entry (step 65;
+    # spec 123 ran while this was the default, as variant "loadlast" of the form before)
+    "loadfirst": lambda: emitter_knob("dgir.emitters.ptx.emit", LOAD_REGION_FALLS_THROUGH=True),
 }
 
 

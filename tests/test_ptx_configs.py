@@ -216,10 +216,11 @@ def test_rescaled_promotion_assembles_without_spills_or_division_slow_paths(cfg)
 @pytest.mark.parametrize("cfg", [Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=8,
                                                split_reduce="cluster", ctas_per_sm=2),
                                  Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2)])
-def test_load_region_is_laid_out_right_after_the_entry(cfg, monkeypatch):
-    """The dispatch falls through into the load region, so ptxas places the producer's code (its
-    first TMA) within the first few KB of the kernel, ahead of every wgmma; branched to, the region
-    went to the end of the code (bench/TUNING.md step 65)."""
+def test_load_region_is_laid_out_right_after_the_entry_when_it_falls_through(cfg, monkeypatch):
+    """Emitter knob LOAD_REGION_FALLS_THROUGH (bench variant `loadfirst`, TUNING step 65): the
+    dispatch falls through into the load region, so ptxas places the producer's code (its first TMA)
+    within the first few KB of the kernel, ahead of every wgmma.  By default the region is branched
+    to and ptxas lays it out after the math regions."""
     import dgir.emitters.ptx.emit as emit
     from dgir import toolchain
     from dgir.runtime import sass
@@ -228,8 +229,8 @@ def test_load_region_is_laid_out_right_after_the_entry(cfg, monkeypatch):
         instrs = sass.parse_sass(toolchain.disassemble(res.cubin), res.name)
         return next(i.offset for i in instrs if i.opcode.startswith(pat))
 
+    default = compile("fp8_gemm_nt", m=256, n=cfg.n, k=cfg.k, config=cfg)
+    assert first("UTMALDG", default) > first("QGMMA", default)
+    monkeypatch.setattr(emit, "LOAD_REGION_FALLS_THROUGH", True)
     res = compile("fp8_gemm_nt", m=256, n=cfg.n, k=cfg.k, config=cfg)
     assert first("UTMALDG", res) < first("QGMMA", res) and first("UTMALDG", res) < 0x1000
-    monkeypatch.setattr(emit, "LOAD_REGION_FALLS_THROUGH", False)
-    before = compile("fp8_gemm_nt", m=256, n=cfg.n, k=cfg.k, config=cfg)
-    assert first("UTMALDG", before) > first("QGMMA", before)

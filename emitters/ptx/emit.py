@@ -25,11 +25,11 @@ PTX_VERSION = "8.7"
 # fence.mbarrier_init before it already releases the barrier inits, and a .release arrive costs a
 # MEMBAR.ALL.GPU in every thread; measured no faster (TUNING step 53), so the default stays
 CLUSTER_ARRIVE = ".release"
-# the dispatch falls through into the load region, which ptxas then lays out right after the entry
-# (branched to, it went last: 10-20 KB away).  Its first TMA is on every call's critical path and a
-# jump to cold code costs an instruction fetch from DRAM after the timer's L2 flush; the math
-# regions wait for their first stage anyway.  False: the form before (bench variant `loadlast`)
-LOAD_REGION_FALLS_THROUGH = True
+# True: the dispatch falls through into the load region, which ptxas then lays out right after the
+# entry (branched to, it goes last, 10-20 KB away).  Tried for the producer's ~600 cycles before its
+# first TMA; they stayed (TUNING step 65: the tile walk's dependent divisions, not instruction
+# fetch), and the calls timed the same, so the default keeps the form before (bench variant `loadfirst`)
+LOAD_REGION_FALLS_THROUGH = False
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
