@@ -18,6 +18,7 @@ from .split import _split_arrive, _split_gather, _split_peek, _split_reduce, _sp
 from .errors import EmitError
 from .mma import _apply_scale, _promote, _rescale, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
 from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
+from .hoist import hoist_above_waits
 from .trace import _timestamp, init_first_flags
 
 PTX_VERSION = "8.7"
@@ -30,6 +31,10 @@ CLUSTER_ARRIVE = ".release"
 # first TMA; they stayed (TUNING step 65: the tile walk's dependent divisions, not instruction
 # fetch), and the calls timed the same, so the default keeps the form before (bench variant `loadfirst`)
 LOAD_REGION_FALLS_THROUGH = False
+# the slot address and descriptor arithmetic that follows a barrier wait moves in front of its spin
+# loop (hoist.py), so that it is done before the data lands rather than between the landing and
+# the wgmma or TMA that waits for it
+HOIST_ABOVE_WAITS = False
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -219,7 +224,8 @@ class Emitter:
         if (k.get("cluster") or 1) > 1:     # the cubin carries its cluster shape: no launch attribute needed
             head.append(f".reqnctapercluster {k.get('cluster')}, 1, 1")
         head.append("{")
-        return "\n".join(head + b.declarations() + b.lines + ["}", ""])
+        lines = hoist_above_waits(b.lines) if HOIST_ABOVE_WAITS else b.lines
+        return "\n".join(head + b.declarations() + lines + ["}", ""])
 
     @staticmethod
     def param_decl(p) -> str:

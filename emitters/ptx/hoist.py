@@ -1,0 +1,87 @@
+"""Address arithmetic ahead of mbarrier waits (a lowering detail of the PTX emitter).
+
+The emitter lowers `wait(ch, ctr)` to a try_wait spin loop and the ops after it (scale reads, the
+wgmma, a TMA) compute their slot's shared-memory addresses and wgmma descriptors from `ctr` right
+where they are used, i.e. after the loop.  ptxas does not move code above a loop, so that integer
+arithmetic runs after the barrier's phase flips, between the data's arrival and the wgmma.  None of
+it depends on the wait: this moves it in front of the loop, keeping the order of everything else.
+"""
+from __future__ import annotations
+
+import re
+
+# pure integer arithmetic on registers: no memory operand, no predicate guard, no float type
+_INT_ALU = re.compile(r"^(add|sub|mul|mad|shr|shl|and|or|xor|mov|min|max)\.(lo\.|hi\.|wide\.)?(u32|s32|b32|u64|s64|b64)$")
+_REG = re.compile(r"%[a-z]+\d+")
+_WAIT = re.compile(r"^\s*mbarrier\.try_wait\.")
+
+
+def _parse(line: str):
+    """(opcode, destination operand, source registers, guarded) of an instruction line, or None for
+    labels, comments and blank lines."""
+    code = line.split("//")[0].strip()
+    if not code or code.endswith(":"):
+        return None
+    guard = None
+    if code.startswith("@"):
+        guard, _, code = code.partition(" ")
+        guard = guard.lstrip("@!")
+    op, _, rest = code.rstrip(";").partition(" ")
+    operands = [o.strip() for o in rest.split(",")] if rest else []
+    dst = operands[0] if operands else None
+    srcs = set(_REG.findall(",".join(operands[1:])))
+    if dst is not None and not _REG.fullmatch(dst):       # a memory operand or `_`: its registers are read
+        srcs |= set(_REG.findall(dst))
+        dst = None
+    if guard:
+        srcs.add(guard)
+    return op, dst, srcs, guard is not None
+
+
+def _hoistable(parsed) -> bool:
+    return parsed is not None and parsed[1] is not None and not parsed[3] and _INT_ALU.match(parsed[0]) is not None
+
+
+def _ends_window(line: str) -> bool:
+    code = line.split("//")[0].strip()
+    return (code.endswith(":") or " bra" in f" {code}" or code.startswith(("bra", "ret", "bar.", "barrier."))
+            or code.startswith("wgmma.mma_async") or "mbarrier." in code)
+
+
+def hoist_above_waits(lines: list[str]) -> list[str]:
+    """Move, for every spin-wait loop `L: try_wait ...; @!p bra L;`, the integer arithmetic that
+    follows it (up to the next wgmma, barrier operation, branch or label) and does not depend on
+    anything the wait guards, in front of the loop's label.  A line stays if it reads a register
+    written by a line that stays, writes a register that a staying line or the wait reads, or is
+    predicated.  Loops are taken last to first, so arithmetic moved in front of one wait moves on
+    past the waits before it where it can."""
+    out = list(lines)
+    loops = [i for i in range(len(out) - 2) if _is_spin_loop(out[i:i + 3])]
+    for i in reversed(loops):
+        wait_reads = set(_REG.findall(out[i + 1].split("//")[0]))
+        stay_defs, stay_reads, moved, kept = set(), set(), [], []
+        j = i + 3
+        while j < len(out) and not _ends_window(out[j]):
+            p = _parse(out[j])
+            if _hoistable(p) and not (p[2] & stay_defs) and p[1] not in stay_reads | stay_defs | wait_reads:
+                moved.append(out[j])
+            else:
+                kept.append(out[j])
+                if p is not None:
+                    stay_defs |= {p[1]} if p[1] else set()
+                    stay_reads |= p[2]
+            j += 1
+        out[i:j] = moved + out[i:i + 3] + kept
+    return out
+
+
+def _is_spin_loop(three: list[str]) -> bool:
+    label, wait, branch = (s.strip() for s in three)
+    if not (label.endswith(":") and _WAIT.match(wait)):
+        return False
+    return branch == f"@!{_parse_pred(wait)} bra {label[:-1]};"
+
+
+def _parse_pred(wait_line: str) -> str:
+    """The predicate register a try_wait line writes."""
+    return wait_line.split("//")[0].strip().split(" ", 1)[1].split(",")[0].strip()
