@@ -70,6 +70,7 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
     "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "hoist": lambda: None,
+    "nohoist": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
@@ -147,6 +148,7 @@ EMITTER_KNOBS = {
     "loadfirst": lambda: emitter_knob("dgir.emitters.ptx.emit", LOAD_REGION_FALLS_THROUGH=True),
     # slot address and descriptor arithmetic in front of the barrier waits (emitters/ptx/hoist.py, step 66)
     "hoist": lambda: emitter_knob("dgir.emitters.ptx.emit", HOIST_ABOVE_WAITS=True),
+    "nohoist": lambda: emitter_knob("dgir.emitters.ptx.emit", HOIST_ABOVE_WAITS=False),
 }
 
 

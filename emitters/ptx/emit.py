@@ -34,7 +34,7 @@ LOAD_REGION_FALLS_THROUGH = False
 # the slot address and descriptor arithmetic that follows a barrier wait moves in front of its spin
 # loop (hoist.py), so that it is done before the data lands rather than between the landing and
 # the wgmma or TMA that waits for it
-HOIST_ABOVE_WAITS = False
+HOIST_ABOVE_WAITS = True
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
