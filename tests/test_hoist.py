@@ -22,6 +22,8 @@ WAIT_7:
   add.u32 %r12, %r11, 1;
   add.u32 %r2, %r0, 1;
   @%p1 add.u32 %r13, %r0, 1;
+  ld.shared.v2.u32 {%r15, %r16}, [%r0];
+  add.u32 %r17, %r16, 1;
   wgmma.fence.sync.aligned;
   add.u32 %r14, %r0, 1;""".splitlines()
 
@@ -43,6 +45,8 @@ def test_moves_independent_integer_arithmetic_in_front_of_the_spin_loop():
         "  add.u32 %r12, %r11, 1;",               # ... and so does this
         "  add.u32 %r2, %r0, 1;",                 # rewrites the wait's parity register
         "  @%p1 add.u32 %r13, %r0, 1;",           # predicated
+        "  ld.shared.v2.u32 {%r15, %r16}, [%r0];",
+        "  add.u32 %r17, %r16, 1;",               # reads the second register of a vector load
         "  wgmma.fence.sync.aligned;"]
     assert sorted(out) == sorted(SNIPPET)
 

@@ -17,8 +17,9 @@ _WAIT = re.compile(r"^\s*mbarrier\.try_wait\.")
 
 
 def _parse(line: str):
-    """(opcode, destination operand, source registers, guarded) of an instruction line, or None for
-    labels, comments and blank lines."""
+    """(opcode, registers written, registers read, guarded) of an instruction line, or None for
+    labels, comments and blank lines.  The first operand is the destination: a register, a `{..}`
+    group of registers (all written), or a memory operand / `_` (its registers are read)."""
     code = line.split("//")[0].strip()
     if not code or code.endswith(":"):
         return None
@@ -27,19 +28,21 @@ def _parse(line: str):
         guard, _, code = code.partition(" ")
         guard = guard.lstrip("@!")
     op, _, rest = code.rstrip(";").partition(" ")
-    operands = [o.strip() for o in rest.split(",")] if rest else []
-    dst = operands[0] if operands else None
-    srcs = set(_REG.findall(",".join(operands[1:])))
-    if dst is not None and not _REG.fullmatch(dst):       # a memory operand or `_`: its registers are read
-        srcs |= set(_REG.findall(dst))
-        dst = None
-    if guard:
-        srcs.add(guard)
-    return op, dst, srcs, guard is not None
+    rest = rest.strip()
+    if rest.startswith("{"):
+        first, _, others = rest[1:].partition("}")
+        writes = set(_REG.findall(first))
+    else:
+        first, _, others = rest.partition(",")
+        writes = {first.strip()} if _REG.fullmatch(first.strip()) else set()
+        if not writes:
+            others = rest
+    reads = set(_REG.findall(others)) | ({guard} if guard else set())
+    return op, writes, reads, guard is not None
 
 
 def _hoistable(parsed) -> bool:
-    return parsed is not None and parsed[1] is not None and not parsed[3] and _INT_ALU.match(parsed[0]) is not None
+    return parsed is not None and len(parsed[1]) == 1 and not parsed[3] and _INT_ALU.match(parsed[0]) is not None
 
 
 def _ends_window(line: str) -> bool:
@@ -63,12 +66,12 @@ def hoist_above_waits(lines: list[str]) -> list[str]:
         j = i + 3
         while j < len(out) and not _ends_window(out[j]):
             p = _parse(out[j])
-            if _hoistable(p) and not (p[2] & stay_defs) and p[1] not in stay_reads | stay_defs | wait_reads:
+            if _hoistable(p) and not (p[2] & stay_defs) and not (p[1] & (stay_reads | stay_defs | wait_reads)):
                 moved.append(out[j])
             else:
                 kept.append(out[j])
                 if p is not None:
-                    stay_defs |= {p[1]} if p[1] else set()
+                    stay_defs |= p[1]
                     stay_reads |= p[2]
             j += 1
         out[i:j] = moved + out[i:i + 3] + kept
