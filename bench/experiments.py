@@ -28,6 +28,7 @@ from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E402
+from dgir.passes.hoist_wait_arithmetic import HoistWaitArithmetic  # noqa: E402
 from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
@@ -69,11 +70,14 @@ VARIANTS = {
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
-    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "hoist": lambda: None,
-    "nohoist": lambda: None,
+    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
+    # slot arithmetic in front of the barrier waits (pass hoist_wait_arithmetic, steps 66-68): every
+    # kernel / none (specs 124-127 ran these as emitter settings, before the pass decided per kernel)
+    "hoist": lambda: pipeline_with({"hoist_wait_arithmetic": HoistWaitArithmetic(force=True)}),
+    "nohoist": lambda: pipeline_with({"hoist_wait_arithmetic": HoistWaitArithmetic(force=False)}),
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
@@ -146,9 +150,6 @@ EMITTER_KNOBS = {
     # the load region as the dispatch's fall-through, laid out by ptxas right after the entry (step 65;
     # spec 123 ran while this was the default, as variant "loadlast" of the form before)
     "loadfirst": lambda: emitter_knob("dgir.emitters.ptx.emit", LOAD_REGION_FALLS_THROUGH=True),
-    # slot address and descriptor arithmetic in front of the barrier waits (emitters/ptx/hoist.py, step 66)
-    "hoist": lambda: emitter_knob("dgir.emitters.ptx.emit", HOIST_ABOVE_WAITS=True),
-    "nohoist": lambda: emitter_knob("dgir.emitters.ptx.emit", HOIST_ABOVE_WAITS=False),
 }
 
 

@@ -1,11 +1,9 @@
 """emitters/ptx/hoist.py: integer arithmetic after a barrier's spin loop moves in front of it, and
 nothing that depends on the wait (or that a staying line needs unchanged) moves."""
-from unittest import mock
-
-import dgir.emitters.ptx.emit as emit
 from dgir.compiler import compile
 from dgir.emitters.ptx.hoist import hoist_above_waits
 from dgir.ops.fp8_gemm import Fp8GemmConfig
+from dgir.pipeline import pipeline
 
 SNIPPET = """\
   add.u32 %r1, %r0, 4;
@@ -65,8 +63,13 @@ WAIT_2:
     assert hoist_above_waits(lines) == [lines[6]] + lines[:6] + lines[7:]
 
 
+def _with_hoist(force):
+    from dgir.passes.hoist_wait_arithmetic import HoistWaitArithmetic
+    return [HoistWaitArithmetic(force=force) if p.name == "hoist_wait_arithmetic" else p for p in pipeline("sm90a")]
+
+
 def test_the_wgmma_descriptors_of_a_real_kernel_are_built_before_the_full_barrier_wait():
-    """With the knob, no integer arithmetic is left between a math loop's full-barrier spin and its
+    """Hoisted, no integer arithmetic is left between a math loop's full-barrier spin and its
     first wgmma (the scale reads stay after the wait); without it, the descriptors are built there."""
     cfg = Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2, multicast="A")
 
@@ -84,10 +87,24 @@ def test_the_wgmma_descriptors_of_a_real_kernel_are_built_before_the_full_barrie
                     ops += nxt.strip().split(".")[0] in ("add", "mul", "mad", "shr", "and", "or")
         return count
 
-    with mock.patch.object(emit, "HOIST_ABOVE_WAITS", False):
-        plain = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg, assemble=False).ptx
-    with mock.patch.object(emit, "HOIST_ABOVE_WAITS", True):
-        hoisted = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg).ptx
-    assert arithmetic_after_waits(plain) > 40
-    assert arithmetic_after_waits(hoisted) == 0
-    assert sorted(plain.splitlines()) == sorted(hoisted.splitlines())     # the same lines, reordered
+    plain = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg, passes=_with_hoist(False), assemble=False)
+    hoisted = compile("fp8_gemm_nt", m=4096, n=7168, k=16384, config=cfg, passes=_with_hoist(True))
+    assert arithmetic_after_waits(plain.ptx) > 40
+    assert arithmetic_after_waits(hoisted.ptx) == 0
+    assert sorted(plain.ptx.splitlines()) == sorted(hoisted.ptx.splitlines())     # the same lines, reordered
+
+
+def test_the_pass_hoists_for_three_math_warpgroups_and_records_why_not_otherwise():
+    """Default pipeline: BLOCK_M 192 kernels are marked and their PTX is the hoisted form; 256x128
+    (two math warpgroups) and 64-row tiles (one) keep their code, with the reason on the kernel."""
+    three = Fp8GemmConfig(n=2112, k=7168, block_m=192, block_n=128, stages=4, cluster=2, multicast="B")
+    res = compile("fp8_gemm_nt", m=4096, n=2112, k=7168, config=three, assemble=False)
+    assert res.ir.get("hoist_waits") is True
+    assert res.ptx == compile("fp8_gemm_nt", m=4096, n=2112, k=7168, config=three, passes=_with_hoist(True),
+                              assemble=False).ptx
+    for cfg, why in [(Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3), "skipped: 2 math warpgroups"),
+                     (Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8), "skipped: 1 math warpgroup")]:
+        res = compile("fp8_gemm_nt", m=128, n=cfg.n, k=cfg.k, config=cfg, assemble=False)
+        assert res.ir.get("hoist_waits") == why
+        assert res.ptx == compile("fp8_gemm_nt", m=128, n=cfg.n, k=cfg.k, config=cfg, passes=_with_hoist(False),
+                                  assemble=False).ptx

@@ -31,11 +31,6 @@ CLUSTER_ARRIVE = ".release"
 # first TMA; they stayed (TUNING step 65: the tile walk's dependent divisions, not instruction
 # fetch), and the calls timed the same, so the default keeps the form before (bench variant `loadfirst`)
 LOAD_REGION_FALLS_THROUGH = False
-# True: the slot address and descriptor arithmetic that follows a barrier wait moves in front of its
-# spin loop (hoist.py), done before the data lands instead of between the landing and the wgmma or
-# TMA.  The K loops take 1.7-8% fewer cycles in traces, but the calls timed the same over 16 cells
-# in two runs (TUNING step 66), so it stays an A/B knob (bench variants `hoist`, `nohoist`)
-HOIST_ABOVE_WAITS = False
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -225,7 +220,8 @@ class Emitter:
         if (k.get("cluster") or 1) > 1:     # the cubin carries its cluster shape: no launch attribute needed
             head.append(f".reqnctapercluster {k.get('cluster')}, 1, 1")
         head.append("{")
-        lines = hoist_above_waits(b.lines) if HOIST_ABOVE_WAITS else b.lines
+        # kernels marked by the hoist_wait_arithmetic pass: slot arithmetic ahead of barrier waits
+        lines = hoist_above_waits(b.lines) if k.get("hoist_waits") is True else b.lines
         return "\n".join(head + b.declarations() + lines + ["}", ""])
 
     @staticmethod

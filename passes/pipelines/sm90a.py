@@ -2,8 +2,8 @@
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
 from .. import (allocate_smem, assign_registers, hint_l2_eviction, interleave_ffma, multicast_tma,
-               order_wgmma_issue, overlap_epilogue, prefetch_tma_descriptors, programmatic_dependent_launch,
-               promote_scales, schedule_mma, stage_b_scales, uniform_warpgroup_index)
+               hoist_wait_arithmetic, order_wgmma_issue, overlap_epilogue, prefetch_tma_descriptors,
+               programmatic_dependent_launch, promote_scales, schedule_mma, stage_b_scales, uniform_warpgroup_index)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -34,6 +34,9 @@ PIPELINE = [
     # codegen hint (data): kernels with two or three math warpgroups get a provably warp-uniform warpgroup
     # index, so ptxas keeps the wgmma descriptors on the uniform datapath
     uniform_warpgroup_index.PASS,
+    # codegen hint (data): kernels with three math warpgroups build slot addresses and wgmma
+    # descriptors before each barrier wait instead of between the data's arrival and the wgmma
+    hoist_wait_arithmetic.PASS,
     # launch: every region waits for the previous kernel (grid_wait) before touching global memory,
     # the load role lets the next kernel launch after its last load; no-ops unless launched with PDL
     programmatic_dependent_launch.PASS,
