@@ -22,6 +22,9 @@ WAIT_7:
   @%p1 add.u32 %r13, %r0, 1;
   ld.shared.v2.u32 {%r15, %r16}, [%r0];
   add.u32 %r17, %r16, 1;
+  mov.u64 %rd3, %globaltimer;
+  mov.u64 %rd4, %clock64;
+  mov.u32 %r18, %cluster_ctarank;
   wgmma.fence.sync.aligned;
   add.u32 %r14, %r0, 1;""".splitlines()
 
@@ -31,7 +34,9 @@ def test_moves_independent_integer_arithmetic_in_front_of_the_spin_loop():
     label = out.index("WAIT_7:")
     before, after = out[:label], out[label:]
     assert before == ["  add.u32 %r1, %r0, 4;", "  mad.lo.u32 %r5, %r4, 128, %r0;",
-                      "  mul.lo.u32 %r6, %r9, 3;", "  add.u32 %r10, %r6, 1;", "  add.u32 %r14, %r0, 1;"]
+                      "  mul.lo.u32 %r6, %r9, 3;", "  add.u32 %r10, %r6, 1;",
+                      "  mov.u32 %r18, %cluster_ctarank;",   # a constant special register moves
+                      "  add.u32 %r14, %r0, 1;"]
     assert after == [
         "WAIT_7:",
         "  mbarrier.try_wait.parity.shared::cta.b64 %p3, [%r1], %r2;",
@@ -45,6 +50,8 @@ def test_moves_independent_integer_arithmetic_in_front_of_the_spin_loop():
         "  @%p1 add.u32 %r13, %r0, 1;",           # predicated
         "  ld.shared.v2.u32 {%r15, %r16}, [%r0];",
         "  add.u32 %r17, %r16, 1;",               # reads the second register of a vector load
+        "  mov.u64 %rd3, %globaltimer;",          # a timer: read where it stands
+        "  mov.u64 %rd4, %clock64;",
         "  wgmma.fence.sync.aligned;"]
     assert sorted(out) == sorted(SNIPPET)
 

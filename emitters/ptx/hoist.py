@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import re
 
+from .builder import PREFIX
+
 # pure integer arithmetic on registers: no memory operand, no predicate guard, no float type
 _INT_ALU = re.compile(r"^(add|sub|mul|mad|shr|shl|and|or|xor|mov|min|max)\.(lo\.|hi\.|wide\.)?(u32|s32|b32|u64|s64|b64)$")
-_REG = re.compile(r"%[a-z]+\d+")
+# the builder's virtual registers (%r7, %rd3, %f12, %p1, %h0)
+_REG = re.compile("%(?:" + "|".join(sorted(PREFIX.values(), key=len, reverse=True)) + r")\d+\b")
+# special registers whose value changes while a thread runs (timers, the SM and warp slot it runs
+# on); the others (%tid, %ctaid, %cluster_ctarank, ...) are constants and may move
+_VOLATILE = re.compile(r"%(clock|clock64|globaltimer|globaltimer_lo|globaltimer_hi|smid|warpid|pm\d)\b")
 _WAIT = re.compile(r"^\s*mbarrier\.try_wait\.")
 
 
@@ -41,8 +47,11 @@ def _parse(line: str):
     return op, writes, reads, guard is not None
 
 
-def _hoistable(parsed) -> bool:
-    return parsed is not None and len(parsed[1]) == 1 and not parsed[3] and _INT_ALU.match(parsed[0]) is not None
+def _hoistable(parsed, line: str) -> bool:
+    """Integer arithmetic that reads no clock: a timer (%clock64, %globaltimer) or the SM / warp
+    slot is read where it stands, so a line naming one stays."""
+    return (parsed is not None and len(parsed[1]) == 1 and not parsed[3] and _INT_ALU.match(parsed[0]) is not None
+            and _VOLATILE.search(line.split("//")[0]) is None)
 
 
 def _ends_window(line: str) -> bool:
@@ -66,7 +75,7 @@ def hoist_above_waits(lines: list[str]) -> list[str]:
         j = i + 3
         while j < len(out) and not _ends_window(out[j]):
             p = _parse(out[j])
-            if _hoistable(p) and not (p[2] & stay_defs) and not (p[1] & (stay_reads | stay_defs | wait_reads)):
+            if _hoistable(p, out[j]) and not (p[2] & stay_defs) and not (p[1] & (stay_reads | stay_defs | wait_reads)):
                 moved.append(out[j])
             else:
                 kept.append(out[j])
