@@ -197,7 +197,8 @@ class Emitter:
         labels = {id(r): b.label("wg_" + "_".join(r.get("roles"))) for r in regions}
         loads = [r for r in regions if set(r.get("roles")) == {"load"}]
         inline = loads[0] if LOAD_REGION_FALLS_THROUGH and loads else None
-        for r in [r for r in regions if r is not inline] + ([inline] if inline else []):
+        branched = [r for r in regions if r is not inline]
+        for r in branched + ([inline] if inline else []):       # the inline region is tested last
             ids = r.get("ids")
             p = b.reg("pred")
             b(f"setp.ge.u32 {p}, {wg}, {ids[0]};")
@@ -207,7 +208,7 @@ class Emitter:
             b(f"@!{p} ret;" if r is inline else f"@{p} bra {labels[id(r)]};")
         if inline is None:
             b("ret;")
-        for r in ([inline] if inline else []) + [r for r in regions if r is not inline]:
+        for r in ([inline] if inline else []) + branched:      # ... and laid out first
             b.put_label(labels[id(r)])
             self.region(r)
             b("ret;")
