@@ -31,6 +31,9 @@ CLUSTER_ARRIVE = ".release"
 # first TMA; they stayed (TUNING step 65: the tile walk's dependent divisions, not instruction
 # fetch), and the calls timed the same, so the default keeps the form before (bench variant `loadfirst`)
 LOAD_REGION_FALLS_THROUGH = False
+# True: a persistent loop `for(0, ceildiv(a, g), 1)` over the grid's CTAs or clusters tests i * g < a,
+# so the first tile does not wait for a run-time division (the producer's prologue before its first TMA)
+LOOP_BOUND_WITHOUT_DIVISION = False
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -233,7 +236,7 @@ class Emitter:
 
     def region(self, r: Node) -> None:
         b = self.b
-        self.env, self.tiles = {}, {}
+        self.env, self.tiles, self.region_node = {}, {}, r
         roles = set(r.get("roles"))
         regs = r.get("regs")
         if regs is not None:
@@ -336,17 +339,41 @@ def _for(self: Emitter, n: Node) -> None:
     start, stop, step = n.args
     i = b.reg()
     b(f"mov.u32 {i}, {self.val(start)};")
-    stop_r = self.val(stop)
+    by_grid = _ceildiv_by_grid(self, n) if LOOP_BOUND_WITHOUT_DIVISION else None
+    stop_r = None if by_grid else self.val(stop)
     head, end = b.label("for_" + n.name), b.label("end_" + n.name)
     b.put_label(head)
     p = b.reg("pred")
-    b(f"setp.ge.s32 {p}, {i}, {stop_r};")
+    if by_grid:
+        # i < ceildiv(a, g) with g > 0 is i * g < a: no run-time division before the first iteration
+        a, g = by_grid
+        t = b.reg()
+        b(f"mul.lo.s32 {t}, {i}, {self.val(g)};")
+        b(f"setp.ge.s32 {p}, {t}, {self.val(a)};")
+    else:
+        b(f"setp.ge.s32 {p}, {i}, {stop_r};")
     b(f"@{p} bra {end};")
     self.env[n.name] = i
     self.body(n.body)
     b(f"add.s32 {i}, {i}, {self.val(step)};")
     b(f"bra.uni {head};")
     b.put_label(end)
+
+
+def _ceildiv_by_grid(self: Emitter, n: Node):
+    """(numerator, divisor) names if `n` is for(0, ceildiv(a, g), 1) with g the grid's CTA or
+    cluster count (positive), else None."""
+    start, stop, step = n.args
+    defs = {x.name: x for x in self.region_node.walk() if x.name}
+    if not (isinstance(stop, str) and defs.get(stop) is not None and defs[stop].op is Op.CEILDIV):
+        return None
+    if start != 0 or step != 1:          # int literals in the IR
+        return None
+    a, g = defs[stop].args
+    gd = defs.get(g) if isinstance(g, str) else None
+    if gd is None or gd.op is not Op.SREG or gd.get("which") not in ("grid_size", "cluster_count"):
+        return None
+    return a, g
 
 
 def _if(self: Emitter, n: Node) -> None:
