@@ -70,7 +70,7 @@ VARIANTS = {
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
-    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None,
+    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
@@ -150,8 +150,10 @@ EMITTER_KNOBS = {
     # the load region as the dispatch's fall-through, laid out by ptxas right after the entry (step 65;
     # spec 123 ran while this was the default, as variant "loadlast" of the form before)
     "loadfirst": lambda: emitter_knob("dgir.emitters.ptx.emit", LOAD_REGION_FALLS_THROUGH=True),
-    # the persistent loops' bound as i * g < a instead of i < ceildiv(a, g) (step 70)
+    # the persistent loops' bound as i * g < a (the default since step 70; spec 131 ran it as a
+    # variant) / as i < ceildiv(a, g), the form before
     "loopmul": lambda: emitter_knob("dgir.emitters.ptx.emit", LOOP_BOUND_WITHOUT_DIVISION=True),
+    "loopdiv": lambda: emitter_knob("dgir.emitters.ptx.emit", LOOP_BOUND_WITHOUT_DIVISION=False),
 }
 
 

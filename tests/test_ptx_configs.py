@@ -237,14 +237,15 @@ def test_load_region_is_laid_out_right_after_the_entry_when_it_falls_through(cfg
 
 
 def test_persistent_loop_bound_without_division(monkeypatch):
-    """Emitter knob LOOP_BOUND_WITHOUT_DIVISION (bench variant `loopmul`, TUNING step 70): the
+    """Emitter setting LOOP_BOUND_WITHOUT_DIVISION (default; variant `loopdiv` turns it off, step 70): the
     persistent tile loops test i * grid_size < tiles_left instead of i < ceildiv(tiles_left,
     grid_size); the division is then dead and ptxas drops its MUFU.RCP sequence, one per region."""
     import dgir.emitters.ptx.emit as emit
     cfg = Fp8GemmConfig(n=24576, k=1536, block_m=64, block_n=32, stages=8, ctas_per_sm=2)
-    plain = compile("fp8_gemm_nt", m=64, n=cfg.n, k=cfg.k, config=cfg)
-    monkeypatch.setattr(emit, "LOOP_BOUND_WITHOUT_DIVISION", True)
+    assert emit.LOOP_BOUND_WITHOUT_DIVISION                  # the default
     res = compile("fp8_gemm_nt", m=64, n=cfg.n, k=cfg.k, config=cfg)
+    monkeypatch.setattr(emit, "LOOP_BOUND_WITHOUT_DIVISION", False)
+    plain = compile("fp8_gemm_nt", m=64, n=cfg.n, k=cfg.k, config=cfg)
     rcp = [sum(op.startswith("MUFU") for op in _sass_ops(r)) for r in (plain, res)]
     assert rcp[1] == rcp[0] - 2, rcp
     assert res.resources.spill_stores == 0
