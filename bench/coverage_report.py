@@ -61,7 +61,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune110_exp.json", "results/raw/tune111_exp.json",
             # spec 128: the shapes whose API pick is a 192-row kernel, re-timed after step 68's hoist
             # changed those kernels (their config strings did not change)
-            "results/raw/tune128_exp.json"]
+            "results/raw/tune128_exp.json",
+            # spec 132: every shape's API pick and cuBLAS again after step 70 changed every kernel
+            "results/raw/tune132_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
