@@ -123,12 +123,19 @@ class ChannelOps:
             ch.landed[s] = 0
             ch.full_done[s] += 1
 
-    def _commit(self, t: _Task, n: Node):
+    def _held_slot(self, t: _Task, n: Node, held: set, unheld: str):
+        """(channel, slot, round, key) of the slot `n` names, which `held` (this task's acquired or
+        waited slots) must contain; else a RaceError ending in `unheld` (`{phase}`: the round's)."""
         ch, slot, rnd = self._slot_key(t, n.args[0], n.args[1])
         key = (ch.name, slot, rnd)
-        if key not in t.acquired:
-            raise RaceError(f"commit of channel '{ch.name}' stage {slot} round {rnd} that this task has not "
-                            f"acquired (or has already committed)")
+        if key not in held:
+            raise RaceError(f"{n.op.value} of channel '{ch.name}' stage {slot} round {rnd} "
+                            + unheld.format(phase=rnd & 1))
+        return ch, slot, rnd, key
+
+    def _commit(self, t: _Task, n: Node):
+        ch, slot, _, key = self._held_slot(t, n, t.acquired,
+                                           "that this task has not acquired (or has already committed)")
         t.acquired.discard(key)
         ch.committed[slot] = True
         self._complete_fill(ch, slot)
@@ -150,11 +157,8 @@ class ChannelOps:
         t.waited.add((ch.name, slot, rnd))
 
     def _release(self, t: _Task, n: Node):
-        ch, slot, rnd = self._slot_key(t, n.args[0], n.args[1])
-        key = (ch.name, slot, rnd)
-        if key not in t.waited:
-            raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} phase {rnd & 1} that this "
-                            f"warpgroup has not waited for (or released twice)")
+        ch, slot, rnd, key = self._held_slot(t, n, t.waited,
+                                             "phase {phase} that this warpgroup has not waited for (or released twice)")
         if t.holds.get(key):
             raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while {t.holds[key]} "
                             f"in-flight wgmma(s) still read it (wgmma_wait first)")

@@ -56,7 +56,7 @@ def _hoistable(parsed, line: str) -> bool:
 
 def _ends_window(line: str) -> bool:
     code = line.split("//")[0].strip()
-    return (code.endswith(":") or " bra" in f" {code}" or code.startswith(("bra", "ret", "bar.", "barrier."))
+    return (code.endswith(":") or " bra" in f" {code}" or code.startswith(("ret", "bar.", "barrier."))
             or code.startswith("wgmma.mma_async") or "mbarrier." in code)
 
 
@@ -91,9 +91,5 @@ def _is_spin_loop(three: list[str]) -> bool:
     label, wait, branch = (s.strip() for s in three)
     if not (label.endswith(":") and _WAIT.match(wait)):
         return False
-    return branch == f"@!{_parse_pred(wait)} bra {label[:-1]};"
-
-
-def _parse_pred(wait_line: str) -> str:
-    """The predicate register a try_wait line writes."""
-    return wait_line.split("//")[0].strip().split(" ", 1)[1].split(",")[0].strip()
+    (pred,) = _parse(wait)[1]                    # the predicate the try_wait writes
+    return branch == f"@!{pred} bra {label[:-1]};"
