@@ -114,12 +114,15 @@ def readme_section(doc, warm: dict) -> str:
     t = lambda v, m, n, k: rows[(v, m, n, k)]["tflops"]  # noqa: E731
     acc = {(r["variant"], r.get("scale_spread")): r["diff"] for r in doc["rows"] if r["variant"].startswith("accuracy")}
     big, mid, short = (4096, 7168, 16384), (128, 7168, 16384), (4096, 7168, 2048)
+    n_rep = max((len(r.get("ms_repeats", ())) for r in doc["rows"]), default=0)
+    repeats = (f"  Each cell: ours and cuBLAS timed alternately {n_rep} times, the median of each (all "
+               "timings are in the file)." if n_rep > 1 else "")
     return f"""## Results
 
 All numbers: `bench/results/fp8_gemm_nt.json`, one run on the H200 (rev {str(doc['git_rev'])[:8]}, {doc['date'][:10]}),
 made by `python bench/fp8_gemm_nt.py --out bench/results/fp8_gemm_nt.json` (timer: triton `do_bench`,
 L2 flushed, median; cuBLAS = `torch._scaled_mm` with the same block scales in the same run; DeepGEMM =
-its figures on this H200 quoted in issue 4, not re-measured).  Every row is checked: D poisoned with
+its figures on this H200 quoted in issue 4, not re-measured).{repeats}  Every row is checked: D poisoned with
 NaN before the launch, all elements finite, calc_diff against the float64 reference < 1e-3 (all are
 about 1.3e-6).  This section, the table and the plot: `python bench/report.py --update-readme`.
 
