@@ -14,6 +14,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from .env import env
 from .ops import OpError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -80,7 +81,7 @@ def driver_source(res) -> str:
 
 
 def cache_dir() -> Path:
-    d = Path(os.environ.get("DGIR_ASCEND_EMU_CACHE", Path(tempfile.gettempdir()) / f"dgir_ascend_emu_{os.getuid()}"))
+    d = env().ascend_emu_cache or Path(tempfile.gettempdir()) / f"dgir_ascend_emu_{os.getuid()}"
     d.mkdir(parents=True, exist_ok=True)
     return d
 

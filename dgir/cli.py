@@ -377,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         print("dgir: interrupted", file=sys.stderr)
         return 130
     except BaseException as e:  # noqa: BLE001 - every error is one line, never a traceback
-        if os.environ.get("DGIR_TRACEBACK"):
+        if _traceback_wanted():
             raise
         known = isinstance(e, _errors())
         msg = str(e).strip().replace("\n", " ") or type(e).__name__
@@ -387,6 +387,14 @@ def main(argv: list[str] | None = None) -> int:
             msg = f"{type(e).__name__}: {msg}"
         print(f"dgir: error: {msg}", file=sys.stderr)
         return 2
+
+
+def _traceback_wanted() -> bool:
+    from .env import env
+    try:
+        return env().traceback
+    except ValueError:       # a malformed DGIR_* value: that error is the one-line message itself
+        return False
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,8 @@ VARIABLES: dict[str, str] = {
     "DGIR_DUMP_DIR": "path: directory to dump intermediate artefacts into (default: none)",
     "DGIR_TUNED": "bool: use measured configs (shipped table, user cache) before the cost model (default on)",
     "DG_AUTOTUNE": "bool: time the model's best candidates for a shape without a measured config, record the winner",
+    "DGIR_TRACEBACK": "bool: the CLI re-raises errors with their traceback instead of one `dgir: error:` line",
+    "DGIR_ASCEND_EMU_CACHE": "path: build cache of the Ascend emulator binaries (default <tmp>/dgir_ascend_emu_<uid>)",
 }
 
 
@@ -75,6 +77,8 @@ class Env:
     dump_dir: Optional[Path] = None      # DGIR_DUMP_DIR
     tuned: bool = True                   # DGIR_TUNED
     autotune: bool = False               # DG_AUTOTUNE
+    traceback: bool = False              # DGIR_TRACEBACK
+    ascend_emu_cache: Optional[Path] = None  # DGIR_ASCEND_EMU_CACHE (None: the default under the temp dir)
 
 
 def env(environ: Optional[Mapping[str, str]] = None) -> Env:
@@ -95,4 +99,6 @@ def env(environ: Optional[Mapping[str, str]] = None) -> Env:
         dump_dir=_path(e.get("DGIR_DUMP_DIR")),
         tuned=parse_bool("DGIR_TUNED", e.get("DGIR_TUNED"), default=True),
         autotune=parse_bool("DG_AUTOTUNE", e.get("DG_AUTOTUNE")),
+        traceback=parse_bool("DGIR_TRACEBACK", e.get("DGIR_TRACEBACK")),
+        ascend_emu_cache=_path(e.get("DGIR_ASCEND_EMU_CACHE")),
     )

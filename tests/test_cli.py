@@ -419,3 +419,16 @@ def test_passes_lists_the_optional_research_passes(capsys, monkeypatch):
     rc, out, err = run(capsys, "passes", "--target", "sm90a")
     tail = out[out.index("optional passes"):]                   # the measuring pass stays optional
     assert "order_wgmma_issue" not in tail and "order_wgmma_issue" in out and "trace_timeline" in tail
+
+
+def test_traceback_variable(monkeypatch, capsys):
+    """DGIR_TRACEBACK (read through dgir.env like every variable) turns the one-line error back into
+    the exception; "0" means off, and a malformed value keeps the one-line form."""
+    argv = ["compile", "fp8_gemm_nt", "--m", "1", "--n", "100", "--k", "16"]
+    monkeypatch.setenv("DGIR_TRACEBACK", "1")
+    with pytest.raises(Exception, match="n must be a positive multiple of 8"):
+        cli.main(argv)
+    for value in ("0", "maybe"):
+        monkeypatch.setenv("DGIR_TRACEBACK", value)
+        rc, _, err = run(capsys, *argv)
+        assert rc == 2 and err.startswith("dgir: error: fp8_gemm_nt: n must be a positive multiple of 8"), err

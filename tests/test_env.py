@@ -7,7 +7,7 @@ from dgir.env import VARIABLES, Env, env, parse_bool
 BOOL_VARS = {
     "DGIR_VERIFY": "verify", "DG_JIT_DEBUG": "jit_debug", "DG_PRINT_CONFIGS": "print_configs",
     "DG_JIT_DUMP_PTX": "dump_ptx", "DG_JIT_DUMP_SASS": "dump_sass",
-    "DGIR_SASS_INTERLEAVE": "sass_interleave",
+    "DGIR_SASS_INTERLEAVE": "sass_interleave", "DGIR_TRACEBACK": "traceback",
 }
 
 
@@ -72,4 +72,12 @@ def test_explicit_mapping_and_parse_bool():
 
 def test_every_field_documented():
     import dataclasses
-    assert len(dataclasses.fields(Env)) == len(VARIABLES) == 13
+    assert len(dataclasses.fields(Env)) == len(VARIABLES) == 15
+
+
+def test_ascend_emulator_cache_is_read_here(clean, tmp_path):
+    from dgir import ascend_run
+    assert env().ascend_emu_cache is None
+    clean.setenv("DGIR_ASCEND_EMU_CACHE", str(tmp_path / "emu"))
+    assert env().ascend_emu_cache == tmp_path / "emu"
+    assert ascend_run.cache_dir() == tmp_path / "emu" and (tmp_path / "emu").is_dir()
