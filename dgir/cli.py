@@ -308,6 +308,26 @@ class Schedule:
 
 
 # --------------------------------------------------------------------------------------------
+@subcommand("env", "list every environment variable dgir reads, its value now and what it does")
+class Env:
+    @staticmethod
+    def add_arguments(p):
+        pass
+
+    @staticmethod
+    def run(args) -> int:
+        import os
+
+        from .env import VARIABLES, env
+        env()                           # a malformed value is reported here, naming the variable
+        width = max(map(len, VARIABLES))
+        for name, doc in VARIABLES.items():
+            value = os.environ.get(name)
+            print(f"{name:<{width}}  {'(unset)' if value is None else repr(value):<12}  {doc}")
+        return 0
+
+
+# --------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
     for mod in SUBCOMMAND_MODULES:

@@ -432,3 +432,19 @@ def test_traceback_variable(monkeypatch, capsys):
         monkeypatch.setenv("DGIR_TRACEBACK", value)
         rc, _, err = run(capsys, *argv)
         assert rc == 2 and err.startswith("dgir: error: fp8_gemm_nt: n must be a positive multiple of 8"), err
+
+
+def test_env_lists_every_variable_with_its_value(monkeypatch, capsys):
+    from dgir.env import VARIABLES
+    for name in VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DGIR_TUNED", "0")
+    rc, out, _ = run(capsys, "env")
+    lines = out.splitlines()
+    assert rc == 0 and [ln.split()[0] for ln in lines] == list(VARIABLES)
+    tuned = next(ln for ln in lines if ln.startswith("DGIR_TUNED"))
+    assert "'0'" in tuned and VARIABLES["DGIR_TUNED"] in tuned
+    assert all("(unset)" in ln for ln in lines if not ln.startswith("DGIR_TUNED"))
+    monkeypatch.setenv("DGIR_VERIFY", "maybe")          # a malformed value: one line naming it, exit 2
+    rc, out, err = run(capsys, "env")
+    assert rc == 2 and out == "" and "DGIR_VERIFY='maybe' is not a boolean" in err
