@@ -48,46 +48,11 @@ def _desc(self: Emitter, addr: str) -> tuple[str, str]:
     return d, lo
 
 
-# A/B knob (bench/experiments.py variant "descbase"): a slot's descriptor as a loop-invariant base
-# descriptor plus slot * (slot bytes >> 4), instead of the slot's shared address shifted, masked and
-# tagged for every K block.  Exact while shared addresses stay below 256 KB: the 14-bit address field
-# then never carries into LBO (bit 16), so the field arithmetic and the address arithmetic agree.
-DESC_FROM_BASE = False
-
-
-def _ring_desc(self: Emitter, ring: str, ctr, rows: tuple[str, int] | None = None) -> str:
-    """Descriptor of `ring`'s slot ctr % stages (plus `rows` = (register, bytes per unit) of extra
-    offset, e.g. this warpgroup's 64 rows) from the ring's base descriptor."""
-    b, d = self.b, self.decls[ring]
-    lo, base = b.reg(), b.reg("b64")
-    b(f"add.u32 {lo}, {self.base}, {d.get('offset')};")
-    b(f"shr.u32 {lo}, {lo}, 4;")
-    b(f"add.u32 {lo}, {lo}, 65536;")
-    b(f"mov.b64 {base}, {{{lo}, {DESC_HI}}};      // the ring's slot 0: loop-invariant")
-    off = None
-    if ctr is not None and d.get("stages", 1) > 1:
-        off = b.reg()
-        b(f"mul.lo.u32 {off}, {self.stage_of(ctr, d.get('stages'))}, {d.get('slot_bytes') // 16};")
-    if rows is not None:
-        reg, nbytes = rows
-        if off is None:
-            off = b.reg()
-            b(f"mul.lo.u32 {off}, {reg}, {nbytes // 16};")
-        else:
-            b(f"mad.lo.u32 {off}, {reg}, {nbytes // 16}, {off};")
-    if off is None:
-        return base
-    off64, out = b.reg("b64"), b.reg("b64")
-    b(f"cvt.u64.u32 {off64}, {off};")
-    b(f"add.s64 {out}, {base}, {off64};")
-    return out
-
-
 def _desc_step(self: Emitter, d: str, lo: str, step: int) -> str:
     """The descriptor `step` K steps (of 32 bytes) past `d` (whose low word is `lo`)."""
     b = self.b
     out = b.reg("b64")
-    if DESC_LOW_WORD_STEPS and lo is not None:
+    if DESC_LOW_WORD_STEPS:
         low = b.reg()
         b(f"add.u32 {low}, {lo}, {2 * step};")
         b(f"mov.b64 {out}, {{{low}, {DESC_HI}}};")
@@ -104,13 +69,9 @@ def _wgmma(self: Emitter, n: Node) -> None:
     kdt = self.decls[a_ring].type.dtype
     kstep = {DType.e4m3: 32, DType.e5m2: 32, DType.bf16: 16, DType.f16: 16}[kdt]
     row_bytes = a_slot.type.shape[1] * kdt.bits // 8
-    if DESC_FROM_BASE:
-        da, db = _ring_desc(self, a_ring, ctr, (self.slice_of(n), 64 * row_bytes)), _ring_desc(self, b_ring, ctr)
-        lo_a = lo_b = None
-    else:
-        a_addr = self.smem_addr(a_ring, ctr)
-        b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
-        (da, lo_a), (db, lo_b) = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
+    a_addr = self.smem_addr(a_ring, ctr)
+    b(f"mad.lo.u32 {a_addr}, {self.slice_of(n)}, {64 * row_bytes}, {a_addr};   // this warpgroup's 64 rows")
+    (da, lo_a), (db, lo_b) = _desc(self, a_addr), _desc(self, self.smem_addr(b_ring, ctr))
     regs = self.tile(acc)
     if len(regs) != N // 2:
         raise EmitError(f"wgmma n={N} needs a 64x{N} f32 tile, %{acc} has {len(regs)} registers per thread")
