@@ -45,6 +45,53 @@ class RescaleCost(Pass):
         return expand_ops(kernel, lambda n: rescaled(n) if n.op is Op.MMA_SCALED else [n])
 
 
+class DetachedPromotion(Pass):
+    """Ablation, not a correct kernel (bench/TUNING.md step 74): the promotion's FFMAs and scale
+    reads without their dependence on the wgmma.  Each `mma_scaled` becomes `wgmma(acc, scale_d=1)`,
+    then `promote(shadow, shadow, scales)` (the same FFMAs, on a tile no wgmma writes, issued while
+    the group runs), then `wgmma_wait 0`; after the k-loop the shadow is promoted into acc once, so
+    that it stays live.  Between ceiling_no_promotion (the same wgmma stream, no FFMAs) and the real
+    kernel (the FFMAs after the wait, before the next group), it splits what promote_scales costs
+    into the FFMAs' own cost (issue slots, register-file ports, energy) and their place on the path
+    from one group to the next."""
+    name = "detached_promotion"
+
+    def run(self, kernel: Node) -> Node:
+        shadow = []
+
+        def rewrite(body):
+            out = []
+            for n in body:
+                if n.op is Op.FOR and any(c.op is Op.MMA_SCALED for c in n.body):
+                    out.append(Node(Op.ZERO, "", ("shadow",), None, {"role": "mma"}))
+                    out.append(n.with_body(rewrite(n.body)))
+                    last = n.args[1] - 1
+                    for r in (c for c in n.body if c.op is Op.LOAD_SCALE):
+                        args = tuple(last if a == n.name else a for a in r.args)
+                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", args, Type(DType.f32), {"role": "mma"}))
+                    acc, _, _, _, sfa, *sbs, n0 = next(c for c in n.body if c.op is Op.MMA_SCALED).args
+                    out.append(Node(Op.PROMOTE, "", (acc, "shadow", sfa, *(sb + "_end" for sb in sbs), n0), None,
+                                    {"role": "mma"}))
+                    continue
+                if n.body:
+                    n = n.with_body(rewrite(n.body))
+                if n.op is Op.MMA_SCALED:
+                    acc, _, _, _, sfa, *sbs, n0 = n.args
+                    shadow.append(kernel.decl(acc).type)
+                    wgmma, wait = accumulating_wgmma(n)
+                    out += [wgmma, Node(Op.PROMOTE, "", ("shadow", "shadow", sfa, *sbs, n0), None, {"role": "mma"}), wait]
+                    continue
+                out.append(n)
+            return out
+
+        body = rewrite(kernel.body)
+        if not shadow:
+            return kernel
+        decls = [n for n in body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)]
+        rest = [n for n in body if n not in decls]
+        return kernel.with_body(decls + [Node(Op.REGS, "shadow", (), Type(shadow[0].dtype, shadow[0].shape), {})] + rest)
+
+
 class ScaleAtEnd(Pass):
     """Ablation: accumulate all of K in the tensor-core accumulator and apply the scales once, after
     the k-loop, using the last K block's scales.  Exact only when scales do not vary along K; with

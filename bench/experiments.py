@@ -21,7 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import (CeilingNoPromotion, HintStores, InterleaveUnroll8, NoEpilogue, NoStageOut,  # noqa: E402
+from ablations import (CeilingNoPromotion, DetachedPromotion, HintStores, InterleaveUnroll8, NoEpilogue, NoStageOut,  # noqa: E402
                        NoWork, RescaleCost, ScaleAtEnd, UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
@@ -80,6 +80,7 @@ VARIANTS = {
     "nohoist": lambda: pipeline_with({"hoist_wait_arithmetic": HoistWaitArithmetic(force=False)}),
     "pingpong": lambda: None,          # = config math_order="alternate" (spec key mo=alt), kept for spec 17
     "ceiling": lambda: pipeline_with({"promote_scales": CeilingNoPromotion()}),
+    "detached": lambda: pipeline_with({"promote_scales": DetachedPromotion()}),   # step 74
     "scale_at_end": lambda: pipeline_with({"promote_scales": ScaleAtEnd()}),
     # step 64: one FMUL per accumulator per K block onto the tensor-core accumulator, no partial
     "rescale_cost": lambda: pipeline_with({"promote_scales": RescaleCost()}),
