@@ -64,8 +64,10 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune128_exp.json",
             # spec 132: every shape's API pick and cuBLAS again after step 70 changed every kernel
             "results/raw/tune132_exp.json",
-            # spec 139: every shape again, three passes in alternating order (step 77; HEAD's kernels)
-            "results/raw/tune139_exp.json"]
+            # spec 139: every shape again, three passes in alternating order (step 77)
+            "results/raw/tune139_exp.json",
+            # spec 142: the 33 shapes whose pick is a 256x128 kernel, after step 78 hoisted those
+            "results/raw/tune142_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
