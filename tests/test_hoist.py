@@ -101,18 +101,19 @@ def test_the_wgmma_descriptors_of_a_real_kernel_are_built_before_the_full_barrie
     assert sorted(plain.ptx.splitlines()) == sorted(hoisted.ptx.splitlines())     # the same lines, reordered
 
 
-def test_the_pass_hoists_for_three_or_more_wgmma_groups_and_records_why_not_otherwise():
-    """Default pipeline: BLOCK_M 192 and 256 kernels (three and four wgmma groups a K block) are
-    marked and their PTX is the hoisted form; 128-row (two groups) and 64-row tiles (one) keep
-    their code, with the reason on the kernel."""
+def test_the_pass_hoists_long_k_blocks_and_records_why_not_otherwise():
+    """Default pipeline: BLOCK_M 192 and 256 kernels (three and four wgmma groups a K block) and
+    128x192 (two groups of 192 columns) are marked and their PTX is the hoisted form; 128x128 and
+    64-row tiles keep their code, with the reason on the kernel."""
     for m, cfg in [(4096, Fp8GemmConfig(n=2112, k=7168, block_m=192, block_n=128, stages=4, cluster=2, multicast="B")),
-                   (4096, Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cluster=2, multicast="A"))]:
+                   (4096, Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cluster=2, multicast="A")),
+                   (3072, Fp8GemmConfig(n=2112, k=7168, block_m=128, block_n=192, stages=4, cluster=2, multicast="B"))]:
         res = compile("fp8_gemm_nt", m=m, n=cfg.n, k=cfg.k, config=cfg, assemble=False)
         assert res.ir.get("hoist_waits") is True
         assert res.ptx == compile("fp8_gemm_nt", m=m, n=cfg.n, k=cfg.k, config=cfg, passes=_with_hoist(True),
                                   assemble=False).ptx
-    for cfg, why in [(Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5), "skipped: 2 wgmma groups a K block"),
-                     (Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8), "skipped: 1 wgmma group a K block")]:
+    for cfg, why in [(Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5), "skipped: 2 wgmma groups of 128 columns a K block"),
+                     (Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8), "skipped: 1 wgmma group of 32 columns a K block")]:
         res = compile("fp8_gemm_nt", m=128, n=cfg.n, k=cfg.k, config=cfg, assemble=False)
         assert res.ir.get("hoist_waits") == why
         assert res.ptx == compile("fp8_gemm_nt", m=128, n=cfg.n, k=cfg.k, config=cfg, passes=_with_hoist(False),

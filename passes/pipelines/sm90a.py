@@ -34,8 +34,8 @@ PIPELINE = [
     # codegen hint (data): kernels with two or three math warpgroups get a provably warp-uniform warpgroup
     # index, so ptxas keeps the wgmma descriptors on the uniform datapath
     uniform_warpgroup_index.PASS,
-    # codegen hint (data): kernels with three or more wgmma groups a K block (BLOCK_M 192, 256) build
-    # slot addresses and wgmma descriptors before each barrier wait instead of between the data's
+    # codegen hint (data): kernels with long K blocks (BLOCK_M 192 and 256, 128x192) build slot
+    # addresses and wgmma descriptors before each barrier wait instead of between the data's
     # arrival and the wgmma
     hoist_wait_arithmetic.PASS,
     # launch: every region waits for the previous kernel (grid_wait) before touching global memory,
