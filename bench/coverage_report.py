@@ -67,7 +67,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             # spec 139: every shape again, three passes in alternating order (step 77)
             "results/raw/tune139_exp.json",
             # spec 142: the 33 shapes whose pick is a 256x128 kernel, after step 78 hoisted those
-            "results/raw/tune142_exp.json"]
+            "results/raw/tune142_exp.json",
+            # spec 146: the 5 shapes whose pick is a 128x192 kernel, after step 80 hoisted those
+            "results/raw/tune146_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
