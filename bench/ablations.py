@@ -18,6 +18,14 @@ def accumulating_wgmma(n: Node) -> list[Node]:
             Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": "mma"})]
 
 
+def last_block_scales(loop: Node) -> list[Node]:
+    """The k-loop's B-scale loads again after it, for its last K block (named `<scale>_end`): what
+    the ablations that promote once after the loop read."""
+    last = loop.args[1] - 1
+    return [Node(Op.LOAD_SCALE, r.name + "_end", tuple(last if a == loop.name else a for a in r.args),
+                 Type(DType.f32), {"role": "mma"}) for r in loop.body if r.op is Op.LOAD_SCALE]
+
+
 class CeilingNoPromotion(Pass):
     """Ablation, not a correct kernel: one FP32 tensor-core accumulator over all of K, unit scales.
     Each `mma_scaled` becomes `wgmma(acc, scale_d=1)` + `wgmma_wait 0`; the scale loads and the
@@ -65,10 +73,7 @@ class DetachedPromotion(Pass):
                 if n.op is Op.FOR and any(c.op is Op.MMA_SCALED for c in n.body):
                     out.append(Node(Op.ZERO, "", ("shadow",), None, {"role": "mma"}))
                     out.append(n.with_body(rewrite(n.body)))
-                    last = n.args[1] - 1
-                    for r in (c for c in n.body if c.op is Op.LOAD_SCALE):
-                        args = tuple(last if a == n.name else a for a in r.args)
-                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", args, Type(DType.f32), {"role": "mma"}))
+                    out += last_block_scales(n)
                     acc, _, _, _, sfa, *sbs, n0 = next(c for c in n.body if c.op is Op.MMA_SCALED).args
                     out.append(Node(Op.PROMOTE, "", (acc, "shadow", sfa, *(sb + "_end" for sb in sbs), n0), None,
                                     {"role": "mma"}))
@@ -99,15 +104,12 @@ class ScaleAtEnd(Pass):
     name = "scale_at_end"
 
     def run(self, kernel: Node) -> Node:
-        def rewrite(body, nkb=None):
+        def rewrite(body):
             out = []
             for n in body:
                 if n.op is Op.FOR and any(c.op is Op.MMA_SCALED for c in n.body):
                     out.append(n.with_body(rewrite(n.body)))
-                    last = n.args[1] - 1
-                    for r in (c for c in n.body if c.op is Op.LOAD_SCALE):
-                        args = tuple(last if a == n.name else a for a in r.args)
-                        out.append(Node(Op.LOAD_SCALE, r.name + "_end", args, Type(DType.f32), {"role": "mma"}))
+                    out += last_block_scales(n)
                     for mma in (c for c in n.body if c.op is Op.MMA_SCALED):   # every wave's accumulator
                         acc, _, _, _, sfa, *sbs, n0 = mma.args
                         out.append(Node(Op.SCALE, "", (acc, sfa, *(sb + "_end" for sb in sbs), n0), None, {"role": "mma"}))

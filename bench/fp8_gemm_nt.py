@@ -71,7 +71,7 @@ def measure(m, n, k, device, variant="default", passes=None, sass=False, spread=
     torch.cuda.synchronize(device)
     out = d.double()
     finite = bool(torch.isfinite(out).all())
-    cb = None
+    cb, cublas_err = None, None
     if cublas:
         try:
             cb = cublas_fp8_gemm(A, sfa, B, sfb)

@@ -316,8 +316,6 @@ class Env:
 
     @staticmethod
     def run(args) -> int:
-        import os
-
         from .env import VARIABLES, env
         env()                           # a malformed value is reported here, naming the variable
         width = max(map(len, VARIABLES))
