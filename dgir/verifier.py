@@ -47,6 +47,8 @@ def verify(kernel: Node) -> None:
                     err(n, f"channel %{n.name} member %{r} is not a smem buffer")
                 elif decls[r].get("stages") != n.get("stages"):
                     err(n, f"channel %{n.name} has {n.get('stages')} stages but %{r} has {decls[r].get('stages')}")
+        if n.op is Op.SMEM and n.get("ring") and kinds.get(n.get("ring")) is not Op.CHANNEL:
+            err(n, f"smem %{n.name} is placed in the slots of %{n.get('ring')}, which is not a channel")
         if n.op not in DECLS and n.op is not Op.WARPGROUP:
             err(n, f"only declarations and warpgroup regions may sit at kernel level, found {n.op.value}")
 
@@ -125,6 +127,14 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             want = 4 if len(n.args) == 4 else 2      # counters, tile [, count, skip]
         if n.op in (Op.PROMOTE, Op.MMA_SCALED) and len(n.args) == want + 1:
             want += 1                  # a third B scale (tiles that can touch three scale blocks)
+        if n.op is Op.RELEASE and len(n.args) == 3:
+            want = 3                   # .., keep: the counter whose slot stays held (stage_in_ring_slot)
+        if n.op in (Op.STAGE_OUT, Op.TMA_STORE) and n.args and isinstance(n.args[1 if n.op is Op.TMA_STORE else 0], str):
+            tile = decls.get(n.args[1 if n.op is Op.TMA_STORE else 0])
+            if tile is not None and tile.get("ring"):
+                want += 1              # the ring counter whose slot holds the staging tile
+        if n.op is Op.SYNC and n.get("across") not in (None, "math"):
+            err(n, f"sync across={n.get('across')!r}: only 'math' (every math warpgroup) is known")
         if want is not None and len(n.args) != want:
             err(n, f"{n.op.value} takes {want} operands, got {len(n.args)}")
         role = n.role

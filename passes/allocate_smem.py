@@ -26,7 +26,9 @@ class AllocateSmem(Pass):
     def run(self, kernel: Node) -> Node:
         off = 0
         body = []
-        smem = sorted((n for n in kernel.body if n.op is Op.SMEM), key=lambda n: -int(n.get("swizzle", 0) or 0))
+        # a tile placed inside a ring's slots (`ring`: stage_in_ring_slot) takes no bytes of its own
+        smem = sorted((n for n in kernel.body if n.op is Op.SMEM and not n.get("ring")),
+                      key=lambda n: -int(n.get("swizzle", 0) or 0))
         placed = {}
         for n in smem:
             align = 1024 if n.get("swizzle") else 128
@@ -45,7 +47,7 @@ class AllocateSmem(Pass):
                 placed[name] = n.with_attrs(barriers=off)
                 off += 16
         for n in kernel.body:
-            body.append(placed.get(n.name) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
+            body.append(placed.get(n.name, n) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
         return kernel.with_body(body).with_attrs(smem_bytes=off + BASE_SLACK)
 
 

@@ -525,3 +525,38 @@ def test_pdl_chain_into_one_output_keeps_the_launch_order():
             assert torch.equal(d.view(torch.int16), expected.view(torch.int16))
     finally:
         deep_gemm.set_pdl(False)
+
+
+# staging="ring": D staged in the ring slot of each tile's last K block (stage_in_ring_slot).  Several
+# tiles per CTA where the grid is small (the deferred release and the next tile's loads interleave),
+# clusters, K of one block, 64-row tiles with a deep ring, 128x64 and 128x56
+RING_STAGING = [(512, 4096, 7168, 128, 128, 6, 1, "A", 132), (3000, 2048, 640, 128, 128, 6, 2, "B", 132),
+                (1000, 1024, 128, 128, 128, 3, 1, "A", 8), (700, 7168, 2048, 128, 56, 9, 1, "A", 132),
+                (128, 4096, 7168, 64, 64, 12, 1, "A", 132), (300, 2048, 1536, 128, 64, 9, 2, "A", 16),
+                (2000, 576, 7168, 64, 128, 8, 2, "B", 32)]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,cl,mc,sms", RING_STAGING,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}s{c[5]}_c{c[6]}{c[7]}_sms{c[8]}" for c in RING_STAGING])
+def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, mc, sms):
+    """The staging tile in a ring slot changes where D's bf16 bytes wait for the TMA store, not a single
+    product: the bits equal the same tile's kernel with its own staging tile (one stage fewer when that
+    does not fit), and both match the reference; run twice (the slot rotates between tiles)."""
+    from dataclasses import replace
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, max_stages
+    dev = torch.device("cuda:0")
+    ring = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, multicast=mc, num_sms=sms,
+                         staging="ring")
+    own = replace(ring, staging="tile", stages=min(stages, max_stages(bm, bn)))
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
+    outs = []
+    for cfg in (own, ring, ring):
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
+        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
+        torch.cuda.synchronize(dev)
+        outs.append(d)
+    _check(outs[1], ref)
+    assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])

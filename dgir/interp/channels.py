@@ -157,11 +157,17 @@ class ChannelOps:
         t.waited.add((ch.name, slot, rnd))
 
     def _release(self, t: _Task, n: Node):
+        if len(n.args) > 2 and self._int(t, n.args[1]) == self._int(t, n.args[2]):
+            return                # keep: this slot stays held (stage_in_ring_slot's epilogue releases it)
         ch, slot, rnd, key = self._held_slot(t, n, t.waited,
                                              "phase {phase} that this warpgroup has not waited for (or released twice)")
         if t.holds.get(key):
             raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while {t.holds[key]} "
                             f"in-flight wgmma(s) still read it (wgmma_wait first)")
+        reading = sorted(tile for tile in t.store_reads if t.cta.staged.get(tile) == key)
+        if reading:
+            raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while a tma_store of this "
+                            f"warpgroup may still read the staging tile {reading} in it (tma_store_wait [read=true] first)")
         t.waited.discard(key)
         # a cluster channel: the release arrives on the empty barrier of every CTA of the cluster
         spans = (self.chans[ch.name].get("cluster") or 1) > 1
@@ -177,6 +183,7 @@ class ChannelOps:
             if len(dch.releasers[slot]) >= dch.consumers:
                 dch.releasers[slot].clear()
                 dch.empty_done[slot] += 1
+                cta.clobbered.discard(key)
                 for r in dch.rings:
                     _poison(cta.smem[r][slot])
 
@@ -216,12 +223,14 @@ class ChannelOps:
         r.copy_(src.reshape(r.shape).to(r.dtype))
 
     def _stage_out(self, t: _Task, n: Node):
-        tile, acc = n.args
+        tile, acc = n.args[:2]
         if tile not in self.smem or self.smem[tile].get("stages", 1) != 1:
             raise InterpError(f"stage_out needs a single-buffer shared-memory tile, got %{tile}")
         if tile in t.store_reads:
             raise RaceError(f"stage_out overwrites %{tile} while a tma_store of this warpgroup may still read it "
                             f"(tma_store_wait [read=true] first)")
+        if self.smem[tile].get("ring"):
+            self._stage_in_slot(t, tile, n.args[2] if len(n.args) > 2 else None)
         a = self._reg(t, acc, "stage_out reads")
         d = t.cta.smem[tile][0]
         rows = self._rows(t, d, "stage_out", n.get("wave"))
@@ -231,13 +240,46 @@ class ChannelOps:
         d[rows] = a.to(d.dtype)
         t.unfenced.add(tile)
 
+    def _stage_in_slot(self, t: _Task, tile: str, ctr) -> tuple:
+        """A staging tile placed in a ring slot (stage_in_ring_slot): this warpgroup must hold the slot
+        of counter `ctr`, and no warpgroup of the CTA may still have a wgmma reading it; its A / B
+        bytes are then gone until the slot's next fill."""
+        if ctr is None:
+            raise InterpError(f"%{tile} lives in a ring slot: stage_out / tma_store name the slot's counter")
+        chan = self.smem[tile].get("ring")
+        ch, slot, rnd = self._slot_key(t, chan, ctr)
+        key = (chan, slot, rnd)
+        if key not in t.waited:
+            raise RaceError(f"%{tile} in channel '{chan}' stage {slot} round {rnd}, a slot this warpgroup does not "
+                            f"hold (not waited, or already released)")
+        for u in self.tasks_of(t.cta):
+            if u.holds.get(key):
+                raise RaceError(f"stage_out of %{tile} into channel '{chan}' stage {slot} round {rnd} while "
+                                f"warpgroup {u.wg_id}'s wgmma still reads that slot (sync [across=\"math\"] after "
+                                f"every warpgroup's wgmma_wait first)")
+        t.cta.staged[tile] = key
+        t.cta.clobbered.add(key)
+        for ring, _ in self.smem[tile].get("panels"):
+            _poison(t.cta.smem[ring][slot])
+        return key
+
     def _sync(self, t: _Task, n: Node):
         """The emitter's `bar.sync wg+1, 128`: a barrier of the warpgroup's own 128 threads, which one
         task runs in program order, so nothing waits here; with fence_async, the staging writes
         before it become visible to the TMA engine.  Warpgroups do not wait for each other: each
-        stages and stores its own rows (stage_out / tma_store take this warpgroup's slice)."""
+        stages and stores its own rows (stage_out / tma_store take this warpgroup's slice).
+        across="math": one barrier over every warpgroup of the region (bar.sync 15)."""
         if n.get("fence_async"):
             t.unfenced.clear()
+        if n.get("across") == "math":
+            key = (t.region, t.syncs)
+            t.syncs += 1
+            arr = t.cta.sync_arrivals
+            arr[key] = arr.get(key, 0) + 1
+            need = t.n_wgs
+            if arr[key] < need:
+                yield _Blocker(lambda: arr[key] >= need,
+                               lambda: f"sync across the math warpgroups: {arr[key]}/{need} arrived")
 
     def _turn(self, t: _Task, n: Node):
         """One named barrier per warpgroup, in a ring: `pass` arrives on the next one's, `wait` syncs

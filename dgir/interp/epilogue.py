@@ -189,6 +189,12 @@ class EpilogueOps:
             raise InterpError(f"tma_store to unknown param %{param}")
         if tile not in self.smem:
             raise InterpError(f"tma_store from unknown shared-memory tile %{tile}")
+        if self.smem[tile].get("ring"):      # staged in a ring slot: this warpgroup still holds it
+            ch, slot, rnd = self._slot_key(t, self.smem[tile].get("ring"), coords.pop())
+            key = (ch.name, slot, rnd)
+            if key not in t.waited or t.cta.staged.get(tile) != key:
+                raise RaceError(f"tma_store of %{tile} from channel '{ch.name}' stage {slot} round {rnd}: "
+                                f"the staging tile is not there or this warpgroup no longer holds the slot")
         if tile in t.unfenced:
             raise RaceError(f"tma_store reads %{tile} written by stage_out without a fence "
                             f"(sync [fence_async=true]) in between")

@@ -204,6 +204,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
                         t.regs[rn] = rt
                     t.gen = self._task_main(t, region.body)
                     tasks.append(t)
+                    cta.tasks.append(t)
         alive = list(tasks)
         rng = self.rng
         while alive:
@@ -400,6 +401,10 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
             raise RaceError(f"{what} register tile %{name} while a wgmma writing it is in flight "
                             f"(no wgmma_wait has retired it)")
         return t.regs[name]
+
+    @staticmethod
+    def tasks_of(cta) -> list:
+        return cta.tasks
 
     def _slot_key(self, t: _Task, chan: str, ctr) -> tuple:
         ch = t.cta.chans.get(chan)

@@ -66,6 +66,9 @@ class MathOps:
             raise InterpError("wgmma: A and B rings must belong to the same channel")
         ch, slot, rnd = self._slot_key(t, chan, ctr)
         key = (chan, slot, rnd)
+        if key in t.cta.clobbered:
+            raise RaceError(f"wgmma reads channel '{chan}' stage {slot} round {rnd}, whose bytes a staging tile "
+                            f"overwrote (stage_out before every warpgroup's last wgmma of the slot)")
         scale_d = n.get("scale_d", 1)
         if not scale_d:
             base = None
@@ -88,6 +91,9 @@ class MathOps:
             if g.key not in t.waited:    # cannot happen: release checks holds
                 raise RaceError(f"wgmma operands (channel '{g.key[0]}' stage {g.slot} round {g.key[2]}) were "
                                 f"released before the wgmma retired")
+            if g.key in t.cta.clobbered:  # cannot happen: stage_out checks holds
+                raise RaceError(f"wgmma operands (channel '{g.key[0]}' stage {g.slot} round {g.key[2]}) were "
+                                f"overwritten by a staging tile before the wgmma retired")
             acc = t.regs[g.acc]
             a = t.cta.smem[g.a_ring][g.slot]
             a = a[self._rows(t, a, "wgmma", g.node.get("wave"))]

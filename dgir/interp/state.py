@@ -181,6 +181,11 @@ class _Cta:
         self.exited = False                          # every task of the CTA has ended
         self.sync_arrivals: dict[tuple, int] = {}   # (region, k) -> arrivals
         self.split_results: dict[tuple, int] = {}   # (region, k) -> "this CTA reduces" of arrive k
+        # stage_in_ring_slot: the ring slot (channel, stage, round) each staging tile was written into,
+        # and the slots whose A / B bytes a staging tile overwrote (until their next fill)
+        self.tasks: list = []                        # its warpgroups' tasks
+        self.staged: dict[str, tuple] = {}
+        self.clobbered: set[tuple] = set()
         self.turns: dict[tuple, list] = {}           # (region, barrier of warpgroup g) -> [passes, waits]
         # cluster split-K: arrivals on this CTA's ready / done barriers per (partials, round), and
         # the round each 64-row slice of its partial holds

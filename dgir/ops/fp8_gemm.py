@@ -36,7 +36,7 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32"}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile"}      # Fp8GemmConfig fields left out of key() at their default
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,11 @@ class Fp8GemmConfig:
                                  # block (passes/rescale_accumulator.py): no partial tile, so a 64x256
                                  # warpgroup tile fits; FP8 tensor-core accumulation over all of K,
                                  # and the scales must be finite and non-zero (TUNING.md step 64)
+    staging: str = "tile"        # where the TMA epilogue stages D: "tile": its own shared-memory tile;
+                                 # "ring" (opt-in): the ring slot of the tile's last K block, which the
+                                 # math warpgroups keep until the TMA store has read it (pass
+                                 # stage_in_ring_slot), so the tile's bytes become one more ring stage.
+                                 # Fits 64-row tiles, 128x64 and 128x128 (ring_staging_panels)
 
     @property
     def math_wgs(self) -> int:
@@ -128,8 +133,9 @@ class Fp8GemmConfig:
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
         stk = "_stk" if self.stream_k else ""
         rs = "_rs" if self.promotion == "rescaled" else ""
+        ring = "_dring" if self.staging == "ring" else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -215,7 +221,33 @@ def smem_limit(ctas_per_sm: int = 1) -> int:
 MAX_STAGES = 12
 
 
+def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | None:
+    """Where D's bf16 staging tile goes inside one ring slot (staging="ring"): (ring, byte offset in
+    its slot) per part, or None when the slot is too small.  A 128B-swizzled staging tile (BLOCK_N a
+    multiple of 64) is BLOCK_N / 64 panels of BLOCK_M rows x 128 B, each stored by its own TMA box,
+    so the panels need not be adjacent: the B slot (BLOCK_N x 128 B) takes BLOCK_N / BLOCK_M of them,
+    the A slot (BLOCK_M x 128 B) one more.  An unswizzled tile is one piece of BLOCK_M x BLOCK_N x 2 B
+    in whichever slot holds it.  Both slots are 1024-byte aligned (allocate_smem), as swizzled
+    panels must be."""
+    a_bytes, b_bytes = block_m * BLOCK_K, block_n * BLOCK_K
+    if block_n % 64 == 0:
+        panel = block_m * 128
+        in_b = min(b_bytes // panel, block_n // 64)
+        parts = [("b_ring", i * panel) for i in range(in_b)]
+        if block_n // 64 - in_b > a_bytes // panel:
+            return None
+        return parts + [("a_ring", i * panel) for i in range(block_n // 64 - in_b)]
+    tile = block_m * block_n * 2
+    if tile <= b_bytes:
+        return [("b_ring", 0)]
+    if tile <= a_bytes:
+        return [("a_ring", 0)]
+    return None
+
+
 def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1) -> int:
+    """Ring stages that fit the shared memory; staging=False: D's staging tile takes none of it (the
+    direct epilogue, or staging="ring")."""
     fixed = (align(block_m * block_n * 2, 1024) if staging else 0) + 1024 + 2 * 16 * 8   # D staging, slack, barriers
     # up to 12: deeper rings than 8 measured +2-5% for 64-row tiles at M <= 128 (bench/TUNING.md step 24)
     return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n), MAX_STAGES)
@@ -327,6 +359,20 @@ def check_config(cfg: Fp8GemmConfig) -> None:
             raise OpError("fp8_gemm_nt: promotion='rescaled' needs one 64-row wave per math warpgroup "
                           f"(block_m 64, 128 or 192) and no stream_k, got block_m={cfg.block_m}, "
                           f"stream_k={cfg.stream_k}")
+    if cfg.staging not in ("tile", "ring"):
+        raise OpError(f"fp8_gemm_nt: staging must be 'tile' or 'ring', got {cfg.staging!r}")
+    if cfg.staging == "ring":
+        if cfg.epilogue != "tma" or cfg.split_k > 1 or cfg.stream_k:
+            raise OpError("fp8_gemm_nt: staging='ring' places the TMA epilogue's staging tile in a ring slot: it "
+                          f"needs epilogue='tma', split_k=1 and no stream_k, got epilogue={cfg.epilogue!r}, "
+                          f"split_k={cfg.split_k}, stream_k={cfg.stream_k}")
+        if cfg.stages < 2:
+            raise OpError("fp8_gemm_nt: staging='ring' keeps one slot through the epilogue while the next tile "
+                          f"fills another: needs stages >= 2, got {cfg.stages}")
+        if cfg.waves > 1 or ring_staging_panels(cfg.block_m, cfg.block_n) is None:
+            raise OpError(f"fp8_gemm_nt: staging='ring': the {cfg.block_m}x{cfg.block_n} bf16 staging tile does not "
+                          f"fit one ring slot ({cfg.block_m} + {cfg.block_n} rows of 128 B); it fits 64-row tiles, "
+                          "128x64 and 128x128")
     if cfg.ctas_per_sm not in (1, 2):
         raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
@@ -593,6 +639,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs["stream_k"] = True
     if cfg.promotion != "fp32":
         attrs["promotion"] = cfg.promotion         # read by the rescale_accumulator pass
+    if cfg.staging != "tile":
+        attrs["staging"] = cfg.staging             # read by the stage_in_ring_slot pass
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

@@ -103,10 +103,16 @@ def _commit(self: Emitter, n: Node) -> None:
 def _release(self: Emitter, n: Node) -> None:
     b = self.b
     addr, _ = self.barrier(n.args[0], n.args[1], "empty")
+    keep = None
+    if len(n.args) > 2:      # keep: the slot of that counter stays held (the epilogue releases it)
+        keep = b.reg("pred")
+        b(f"setp.ne.u32 {keep}, {self.val(n.args[1])}, {self.val(n.args[2])};")
     p = b.reg("pred")
     b(f"setp.eq.u32 {p}, {self.lane}, 0;")
     C = self.decls[n.args[0]].get("cluster") or 1
     if C == 1:
+        if keep:
+            b(f"and.pred {p}, {p}, {keep};")
         b(f"@{p} mbarrier.arrive.shared::cta.b64 _, [{addr}];   // one arrival per consumer warp")
         return
     # the slot is multicast into every CTA of the cluster: release it in each of them, lane r of the
@@ -115,6 +121,8 @@ def _release(self: Emitter, n: Node) -> None:
     # and a cluster-scope release would also wait for this warp's unrelated global loads
     q, rank, remote = b.reg("pred"), b.reg(), b.reg()
     b(f"setp.lt.u32 {q}, {self.lane}, {C};")
+    if keep:
+        b(f"and.pred {q}, {q}, {keep};")
     b(f"min.u32 {rank}, {self.lane}, {C - 1};")
     b(f"mapa.shared::cluster.u32 {remote}, {addr}, {rank};")
     b(f"@{q} mbarrier.arrive.shared::cluster.b64 _, [{remote}];   // lane r -> CTA rank r")

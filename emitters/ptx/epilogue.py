@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 from dgir.ir import Node
 
+from .errors import EmitError
+
 if TYPE_CHECKING:
     from .emit import Emitter
 
@@ -16,16 +18,33 @@ if TYPE_CHECKING:
 STAGE_WITH_STMATRIX = True
 
 
+def _staging_parts(self: Emitter, d_tile: str, slot) -> list[tuple[str, int]]:
+    """(base register, constant byte offset) of each part of the staging tile: its 64-column panels
+    (128B-swizzled tiles) or the whole tile.  A tile of its own is one block, the panels BM x 128 B
+    apart; a tile placed in a ring slot (stage_in_ring_slot) has each part at its `panels` entry:
+    (ring, offset in the slot of counter `slot`)."""
+    d = self.decls[d_tile]
+    BM, BN = d.type.shape
+    if not d.get("ring"):
+        base = self.smem_addr(d_tile)
+        count = BN // 64 if d.get("swizzle") == 128 else 1
+        return [(base, p * BM * 128) for p in range(count)]
+    return [(self.smem_addr(ring, slot, off), 0) for ring, off in d.get("panels")]
+
+
 def _stage_out(self: Emitter, n: Node) -> None:
-    d_tile, acc = n.args
+    d_tile, acc = n.args[:2]
     b = self.b
     A = self.tile(acc)
     BM, BN = self.decls[d_tile].type.shape
-    base = self.smem_addr(d_tile)
+    parts = _staging_parts(self, d_tile, n.args[2] if len(n.args) > 2 else None)
+    base = parts[0][0]
     if self.decls[d_tile].get("swizzle") == 128:
         if STAGE_WITH_STMATRIX:
-            _stage_out_stmatrix(self, n, A, BM, base)
+            _stage_out_stmatrix(self, n, A, BM, parts)
             return
+        if len(parts) > 1 and parts[1][0] != base:
+            raise EmitError("the per-pair staging stores need the staging panels in one block (STAGE_WITH_STMATRIX)")
         # 64-column panels of BM rows x 128 B; 16-byte chunk c of row r sits at chunk c ^ (r % 8)
         row, x, rb = b.reg(), b.reg(), b.reg()
         b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
@@ -56,7 +75,7 @@ def _stage_out(self: Emitter, n: Node) -> None:
         b(f"st.shared.b32 [{addr}+{16 * j + 8 * BN * 2}], {hi};   // row + 8")
 
 
-def _stage_out_stmatrix(self: Emitter, n: Node, A: list, BM: int, base: str) -> None:
+def _stage_out_stmatrix(self: Emitter, n: Node, A: list, BM: int, parts: list) -> None:
     """The accumulator's 8-column groups j, j + 1 (registers 4j..4j+7) are the four 8x8 blocks of
     one stmatrix.x4: (rows 0-7, group j), (rows 8-15, j), (rows 0-7, j + 1), (rows 8-15, j + 1) of
     the warp's 16 rows.  Lane l gives the address of row l % 8 of block l / 8; in the 128B-swizzled
@@ -68,7 +87,9 @@ def _stage_out_stmatrix(self: Emitter, n: Node, A: list, BM: int, base: str) -> 
     b(f"mad.lo.u32 {lane_row}, {half}, 8, {r8};")
     b(f"mad.lo.u32 {lane_row}, {self.warp}, 16, {lane_row};")
     b(f"mad.lo.u32 {lane_row}, {self.slice_of(n)}, 64, {lane_row};")
-    b(f"mad.lo.u32 {rb}, {lane_row}, 128, {base};")
+    one_block = all(p[0] == parts[0][0] for p in parts)
+    # one block: the lane's row address includes the base; panels in ring slots: each adds its own
+    b(f"mad.lo.u32 {rb}, {lane_row}, 128, {parts[0][0] if one_block else 0};")
     b(f"shr.u32 {half}, {self.lane}, 4;                // blocks 2, 3: column group j + 1")
     chunk_addr = {}
     for jc in (0, 2, 4, 6):                          # the group's chunk within its panel
@@ -85,27 +106,46 @@ def _stage_out_stmatrix(self: Emitter, n: Node, A: list, BM: int, base: str) -> 
             b(f"cvt.rn.bf16x2.f32 {lo}, {A[4 * g + 1]}, {A[4 * g]};")
             b(f"cvt.rn.bf16x2.f32 {hi}, {A[4 * g + 3]}, {A[4 * g + 2]};")
             regs += [lo, hi]
-        panel = (j // 8) * BM * 128
-        b(f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{chunk_addr[j % 8]}+{panel}], {{{', '.join(regs)}}};")
+        base, panel = parts[j // 8]
+        addr = chunk_addr[j % 8]
+        if not one_block:
+            addr = b.reg()
+            b(f"add.u32 {addr}, {base}, {chunk_addr[j % 8]};")
+        b(f"stmatrix.sync.aligned.m8n8.x4.shared.b16 [{addr}+{panel}], {{{', '.join(regs)}}};")
+
+
+# the named barrier over every math warpgroup of the CTA (sync [across="math"]; split-K's flag
+# broadcast uses the same one, never in the same kernel)
+MATH_BARRIER = 15
 
 
 def _sync(self: Emitter, n: Node) -> None:
     if n.get("fence_async"):
         self.b("fence.proxy.async.shared::cta;      // st.shared -> visible to the TMA engine")
+    if n.get("across") == "math":
+        self.b(f"bar.sync {MATH_BARRIER}, {128 * self.n_wgs};   // every math warpgroup")
+        return
     bar = self.b.reg()
     self.b(f"add.u32 {bar}, {self.wg_local}, 1;")
     self.b(f"bar.sync {bar}, 128;")
 
 
 def _tma_store(self: Emitter, n: Node) -> None:
-    param, d_tile, c0, c1 = n.args
+    param, d_tile, c0, c1 = n.args[:4]
+    in_ring = self.decls[d_tile].get("ring") is not None
     b = self.b
     skip = b.label("store_done")
     self.if_leader(skip)
     BN = self.decls[d_tile].type.shape[1]
-    src = self.smem_addr(d_tile)
-    sl = self.slice_of(n)
-    b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {src};")
+    if in_ring:   # the staging tile's parts in the ring slot of the counter given last
+        parts = _staging_parts(self, d_tile, n.args[4])
+        sl = self.slice_of(n)
+        src = b.reg()
+        b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {parts[0][0]};")
+    else:
+        src = self.smem_addr(d_tile)
+        sl = self.slice_of(n)
+        b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {src};")
     row = b.reg()
     b(f"mad.lo.u32 {row}, {sl}, 64, {self.val(c1)};")
     M = b.reg()
@@ -117,14 +157,22 @@ def _tma_store(self: Emitter, n: Node) -> None:
     # an L2 eviction policy for D's lines (made at the top of the region), when the store asks for one
     hint, policy = (".L2::cache_hint", f", {self.policies[n.get('l2')]}") if n.get("l2") else ("", "")
     if self.decls[d_tile].get("swizzle") == 128:     # one store per 64-column panel
-        BM = self.decls[d_tile].type.shape[0]
-        src = self.smem_addr(d_tile)
-        b(f"mad.lo.u32 {src}, {sl}, {64 * 128}, {src};")
-        for c in range(BN // 64):
+        if not in_ring:                              # one block, panels BM x 128 B apart
+            src = self.smem_addr(d_tile)
+            b(f"mad.lo.u32 {src}, {sl}, {64 * 128}, {src};")
+            parts = [(src, c * self.decls[d_tile].type.shape[0] * 128) for c in range(BN // 64)]
+        else:                                        # this warpgroup's 64 rows of each panel
+            rows_of = {}
+            for base, _ in parts:
+                if base not in rows_of:
+                    rows_of[base] = b.reg()
+                    b(f"mad.lo.u32 {rows_of[base]}, {sl}, {64 * 128}, {base};")
+            parts = [(rows_of[base], off) for base, off in parts]
+        for c, (base, off) in enumerate(parts):
             col = b.reg()
             b(f"add.u32 {col}, {self.val(c0)}, {64 * c};")
             b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{col}, {row}}}], "
-              f"[{src}+{c * BM * 128}]{policy};")
+              f"[{base}+{off}]{policy};")
     else:
         b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{self.val(c0)}, {row}}}], [{src}]{policy};")
     b("cp.async.bulk.commit_group;")
