@@ -20,22 +20,23 @@ class StageInRingSlot(Pass):
     warpgroup has retired its last wgmma that slot's A and B bytes are dead, and the load role
     cannot refill it until the consumers release it.  So the math warpgroups keep that one slot:
 
-        k-loop:    release(ab, ctr, keep=d_slot)     every K block but the last is released as before
-        epilogue:  sync [across="math"]              every warpgroup's last wgmma read of the slot retired
-                   stage_out(d_tile, acc, d_slot)    the staging panels at their offsets in the slot
-                   sync [fence_async]; tma_store(D, d_tile, n0, m0, d_slot)
-                   tma_store_wait [read]; sync       the TMA engine has read the staging bytes ...
-                   release(ab, d_slot)               ... so the load role may refill the slot
+        tile li:  K blocks, each released as before (release(ab, ctr, keep=d_slot)) but the last
+                  ... after the tile's first wgmma issue (the previous store has long been read):
+                  if li > 0: tma_store_wait [read]; sync; release(ab, kb_base - 1)
+                  epilogue: sync [across="math"]         every warpgroup's last wgmma of the slot retired
+                            stage_out(d_tile, acc, d_slot)   the staging panels at their offsets in the slot
+                            sync [fence_async]; tma_store(D, d_tile, n0, m0, d_slot)
+        after the loop:     tma_store_wait [read]; sync; release(ab, tiles * K blocks - 1)
 
-    where d_slot = kb_base + K blocks - 1 is the counter of the tile's last K block.  The previous
-    tile's store needs no wait before the staging writes any more (its slot was released only after
-    its read).  Which bytes of the slot hold which staging panel is `ring_staging_panels`
-    (dgir/ops/fp8_gemm.py), recorded as `panels` on the staging tile's declaration; allocate_smem
-    gives the tile no offset.  The load role runs ahead by the other stages meanwhile, so the ring
-    must have two or more (check_config).
-
-    The cost: the deferred release holds one slot through the epilogue, and each warpgroup's store
-    leader waits for its store's read before the next tile (a 16-32 KB read of shared memory).
+    where d_slot = kb_base + K blocks - 1 is the counter of the tile's last K block.  The release
+    waits for the TMA engine to have read the staging bytes; placed right after the store it
+    stalled each warpgroup for the read (spec 147: 5-8% slower at 2-7 tiles per CTA), so it moves
+    into the next tile, after its first wgmma issue and before any wait that could need the slot
+    (with two stages the next K block's).  In the shallow overlap_epilogue form that first wgmma
+    was issued before the epilogue, so the release goes ahead of the k-loop.  The load role may run
+    ahead by the other stages meanwhile (two or more: check_config).  Which bytes of the slot hold
+    which staging panel is `ring_staging_panels` (dgir/ops/fp8_gemm.py), recorded as `panels` on the
+    staging tile's declaration; allocate_smem gives the tile no offset.
     """
     name = "stage_in_ring_slot"
 
@@ -50,7 +51,7 @@ class StageInRingSlot(Pass):
         body, staged = [], {}
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "store" in r.get("roles", ()):
-                r = r.with_body([self.rewrite_tile_loop(c, staged, len(r.get("ids", ()))) for c in r.body])
+                r = r.with_body([x for c in r.body for x in self.rewrite_tile_loop(c, staged, len(r.get("ids", ())))])
             body.append(r)
         if not staged:
             raise ValueError(f"{self.name}: no tile loop with a TMA epilogue to rewrite")
@@ -62,11 +63,11 @@ class StageInRingSlot(Pass):
         return kernel.with_body(out).with_attrs(staging="ring slot of each tile's last K block")
 
     # ------------------------------------------------------------------------------------------
-    def rewrite_tile_loop(self, tloop: Node, staged: dict, math_wgs: int) -> Node:
+    def rewrite_tile_loop(self, tloop: Node, staged: dict, math_wgs: int) -> list[Node]:
         if tloop.op is not Op.FOR or not any(c.op is Op.STAGE_OUT for c in tloop.body):
             if tloop.op is Op.FOR and any(c.op is Op.STAGE_OUT for c in tloop.walk()):
                 raise ValueError(f"{self.name}: the epilogue is not at the tile loop's top level (woven form?)")
-            return tloop
+            return [tloop]
         first_wait = next(c for c in tloop.walk() if c.op is Op.WAIT)
         channel, ctr = first_wait.args[:2]
         defs = {c.name: c for c in tloop.walk() if c.name and c.op is not Op.FOR}
@@ -75,8 +76,9 @@ class StageInRingSlot(Pass):
         if base is None or base.op is not Op.MUL or base.args[0] != tloop.name or not isinstance(base.args[1], int):
             raise ValueError(f"{self.name}: the ring counter of a K block is not kb_base + k with "
                              f"kb_base = tile * K blocks")
-        role = {"role": "mma"}
-        d_slot = Node(Op.ADD, "d_slot", (base.name, base.args[1] - 1), I32, role)
+        kbs = base.args[1]
+        mma, store = {"role": "mma"}, {"role": "store"}
+        d_slot = Node(Op.ADD, "d_slot", (base.name, kbs - 1), I32, mma)
         body, epilogue_seen = [], False
         for c in tloop.body:
             if c is base:
@@ -86,20 +88,49 @@ class StageInRingSlot(Pass):
             elif c.op is Op.SYNC and not c.get("fence_async") and not epilogue_seen:
                 epilogue_seen = True
                 body.append(c.with_attrs(across=MATH_SYNC) if math_wgs > 1 else c)
-            elif c.op is Op.STAGE_OUT:
-                staged[c.args[0]] = channel
-                body.append(replace(c, args=c.args + (d_slot.name,)))
-            elif c.op is Op.TMA_STORE:
+            elif c.op in (Op.STAGE_OUT, Op.TMA_STORE):
+                if c.op is Op.STAGE_OUT:
+                    staged[c.args[0]] = channel
                 body.append(replace(c, args=c.args + (d_slot.name,)))
             else:
                 body.append(self.keep_last(c, d_slot.name))
-        last_store = max(i for i, c in enumerate(body) if c.op is Op.TMA_STORE)
-        store = {"role": "store"}
-        body[last_store + 1:last_store + 1] = [
-            Node(Op.TMA_STORE_WAIT, "", (), None, {"read": True, **store}),
-            Node(Op.SYNC, "", (), None, store),
-            Node(Op.RELEASE, "", (channel, d_slot.name), None, role)]
-        return tloop.with_body(body).with_attrs(staging_slot=d_slot.name)
+
+        def release(counter_ops: list[Node], counter: str) -> list[Node]:
+            """Wait until this warpgroup's store has read the staging tile, then free its slot."""
+            return counter_ops + [Node(Op.TMA_STORE_WAIT, "", (), None, {"read": True, **store}),
+                                  Node(Op.SYNC, "", (), None, store),
+                                  Node(Op.RELEASE, "", (channel, counter), None, mma)]
+
+        has_prev = Node(Op.LT, "d_has_prev", (0, tloop.name), I32, mma)
+        prev = Node(Op.SUB, "d_prev", (base.name, 1), I32, mma)
+        body = self.place_previous_release(tloop, body, [has_prev, Node(Op.IF, "", (has_prev.name,), None, mma,
+                                                                        release([prev], prev.name))])
+        tiles = tloop.args[1]
+        fills = Node(Op.MUL, "d_fills", (tiles, kbs), I32, mma)
+        last = Node(Op.SUB, "d_last", (fills.name, 1), I32, mma)
+        any_tile = Node(Op.LT, "d_any_tile", (0, tiles), I32, mma)
+        final = [any_tile, Node(Op.IF, "", (any_tile.name,), None, mma, release([fills, last], last.name))]
+        return [tloop.with_body(body).with_attrs(staging_slot=d_slot.name)] + final
+
+    def place_previous_release(self, tloop: Node, body: list[Node], ops: list[Node]) -> list[Node]:
+        """`ops` (the previous tile's deferred release) after this tile's first wgmma issue: at the
+        k-loop's head in the shallow overlap form (that wgmma went out before the last epilogue),
+        else right after the first wgmma of the tile, inside the k-loop's first iteration."""
+        kloops = [i for i, c in enumerate(body) if c.op is Op.FOR]
+        if str(tloop.get("overlap_epilogue", "")).startswith("next tile's first wgmma") and kloops:
+            return body[:kloops[0]] + ops + body[kloops[0]:]
+        for i, c in enumerate(body):
+            if c.op is Op.WGMMA:
+                return body[:i + 1] + ops + body[i + 1:]
+            if c.op is Op.FOR and any(x.op is Op.WGMMA for x in c.body):
+                start, stop, step = c.args
+                if not (isinstance(start, int) and isinstance(stop, int) and start < stop):
+                    continue                   # a k-loop that may not run: the wgmma after it
+                j = next(j for j, x in enumerate(c.body) if x.op is Op.WGMMA)
+                first = Node(Op.LT, f"{c.name}_first", (c.name, start + 1), I32, {"role": "mma"})
+                guarded = [first, Node(Op.IF, "", (first.name,), None, {"role": "mma"}, ops)]
+                return body[:i] + [c.with_body(list(c.body[:j + 1]) + guarded + list(c.body[j + 1:]))] + body[i + 1:]
+        raise ValueError(f"{self.name}: no wgmma in the tile loop to place the staging slot's release after")
 
     @classmethod
     def keep_last(cls, n: Node, d_slot: str) -> Node:
