@@ -48,7 +48,7 @@ def test_every_stage_matches_the_tile_staged_kernel_bitwise(case):
     final = stages_ir[-1][1]
     tile = next(n for n in final.body if n.op is Op.SMEM and n.name == "d_tile")
     assert tile.get("ring") == "ab" and tile.get("offset") is None
-    assert list(tile.get("panels")) == [list(p) if isinstance(p, list) else p for p in tile.get("panels")]
+    assert [tuple(p) for p in tile.get("panels")] == ring_staging_panels(case[3], case[4])
     assert final.get("staging") == "ring slot of each tile's last K block"
     assert final.get("smem_bytes") < own.get("smem_bytes")
     ptx = emit_ptx(final)
