@@ -132,3 +132,12 @@ def test_default_configs_keep_their_key_and_name():
     cfg = Fp8GemmConfig(n=4096, k=7168)
     assert "staging" not in cfg.as_dict()
     assert replace(cfg, staging="ring").kernel_name().endswith("_dring")
+
+
+def test_ring_staged_dumps_round_trip():
+    """The staging tile's `panels`, the releases' `keep` operand and the math-wide sync survive the
+    text format, so a ring-staged dump can be edited and compiled again (`dgir compile --from`)."""
+    import dgir
+    for stem, kern in _kernel(300, 256, 640, 128, 128, 3, 2, "A", 2):
+        text = dgir.print_ir(kern)
+        assert dgir.parse_ir(text) == kern, stem
