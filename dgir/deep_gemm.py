@@ -208,7 +208,9 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 def _config(op: str, m: int, n: int, k: int, props, device_index: int):
     """The tile config for this shape: a measured one (dgir.tuning) when there is one and it is valid,
     else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else one measured at a
-    nearby M for the same N and K (`_nearby_config`), else the cost model's."""
+    nearby M for the same N and K (`_nearby_config`), else the cost model's, or at a small M one
+    measured for a similar (N, K) where the model's pick is of a kind it misjudges
+    (`_analogous_config`)."""
     e = env()
     return _config_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
 
@@ -231,7 +233,29 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
         cfg = _nearby_config(op, m, n, k, device_name, sms)
         if cfg is not None:
             return cfg
-    return operator.choose_config(m=m, n=n, k=k, num_sms=sms)
+    cfg = operator.choose_config(m=m, n=n, k=k, num_sms=sms)
+    if tuned:        # small M, (N, K) never measured: a measured config of a similar shape
+        return _analogous_config(op, m, n, k, device_name, sms, cfg) or cfg
+    return cfg
+
+
+def _analogous_config(op, m, n, k, device_name, sms, model_cfg):
+    """At a small M whose (N, K) has no measurements (dgir.tuning.analogous), the config measured
+    for the nearest (N', K') carried over (`carry_config`), in place of a model pick of the kinds
+    the model misjudges there: a split-K reduced through the global workspace (the model does not
+    propose the cluster reduction) or a tile narrower than 64 columns without a split (it misses the
+    per-tile fixed costs).  Measured on 28 small-M shapes of 19 unmeasured (N, K) (bench/TUNING.md
+    step 82, specs 149-150): where it replaced such a pick, 3-20% faster; where the model picked a
+    64-wide or wider tile without a split, the carried config was as fast or up to 11% slower, so
+    those stay."""
+    from . import tuning
+    from .ops.fp8_gemm import carry_config
+    weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
+    if op != "fp8_gemm_nt" or not weak:
+        return None
+    e = tuning.analogous(op, device_name, sms, m, n, k)
+    src = _valid_config(e["config"]) if e is not None else None
+    return carry_config(src, n, k) if src is not None else None
 
 
 NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays

@@ -15,7 +15,8 @@ gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); a
 the entries just below and just above (:func:`bracketing`, within GRID_RATIO), each entry's time
 scaled by how many rounds its tiles take at this M against its own (dgir.deep_gemm; bench/TUNING.md
 step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
-M = 192 needs one).  Farther from any entry, the cost model.  A config is a dict of the operator's
+M = 192 needs one).  A small M whose (N, K) has no entries at all may take the config of the
+nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is a dict of the operator's
 config fields; it is validated before use, so a stale or hand-edited entry is skipped rather than
 trusted.
 """
@@ -48,13 +49,18 @@ def _key(e: dict) -> tuple:
     return e.get("device"), e.get("sms"), e.get("op"), e.get("m"), e.get("n"), e.get("k")
 
 
-def _measured(op: str, device: str, sms: int, n: int, k: int):
-    """Every entry with a config for (device, sms, op, n, k), user cache first."""
+def _measured_any(op: str, device: str, sms: int):
+    """Every entry with a config for (device, sms, op), user cache first."""
     for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
         for e in _entries(path):
-            dev, s, o, _, en, ek = _key(e)
-            if (dev, s, o, en, ek) == (device, sms, op, n, k) and isinstance(e.get("config"), dict):
+            dev, s, o = _key(e)[:3]
+            if (dev, s, o) == (device, sms, op) and isinstance(e.get("config"), dict):
                 yield e
+
+
+def _measured(op: str, device: str, sms: int, n: int, k: int):
+    """Every entry with a config for (device, sms, op, n, k), user cache first."""
+    return (e for e in _measured_any(op, device, sms) if (e.get("n"), e.get("k")) == (n, k))
 
 
 def _grid(op: str, device: str, sms: int, n: int, k: int) -> list[dict]:
@@ -98,6 +104,32 @@ def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[d
     if above:
         out.append(min(above, key=lambda e: e["m"]))
     return out
+
+
+ANALOG_RATIO = 2.5        # analogous(): N and K each within this factor of the entry's
+
+
+def analogous(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
+    """For a small M (<= SMALL_M) whose (N, K) has no entries: the entry at the nearest small M
+    (log scale; ties: the larger M) of the (N', K') nearest to (N, K), |log N/N'| + |log K/K'|,
+    with N' and K' each within ANALOG_RATIO; None when there is none.  dgir.deep_gemm carries its
+    config over to (N, K) where the cost model's own pick is of a kind it is known to misjudge
+    (bench/TUNING.md step 82)."""
+    if m > SMALL_M:
+        return None
+    small = [e for e in _measured_any(op, device, sms) if isinstance(e.get("m"), int) and 1 <= e["m"] <= SMALL_M
+             and isinstance(e.get("n"), int) and isinstance(e.get("k"), int) and (e["n"], e["k"]) != (n, k)]
+    if not small:
+        return None
+    near_m = min({e["m"] for e in small}, key=lambda x: (abs(math.log(x / max(m, 1))), -x))
+    best, best_d = None, None
+    for e in small:       # user cache first: min keeps the first of equal distances
+        dn, dk = abs(math.log(n / e["n"])), abs(math.log(k / e["k"]))
+        if e["m"] != near_m or max(dn, dk) > math.log(ANALOG_RATIO):
+            continue
+        if best is None or dn + dk < best_d:
+            best, best_d = e, dn + dk
+    return best
 
 
 def record(entry: dict, path: Path | None = None) -> Path:

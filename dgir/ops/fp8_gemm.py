@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from ..builder import Builder
 from ..ir import DType, Node, Op, Type
@@ -297,6 +297,37 @@ def three_warpgroup_spill(block_n: int, split_k: int = 1) -> str:
     if split_k > 1 and block_n > 96:
         return "with split_k > 1 needs block_n <= 96"
     return ""
+
+
+# split-K over a cluster with tiles wider than this spilled (64x112, spec 150) or measured slower
+# (64x96 / 64x128 slices, bench/TUNING.md step 23); the measured cluster-split picks are 16-64 wide
+CLUSTER_SPLIT_MAX_BLOCK_N = 64
+
+
+def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
+    """`cfg`, measured at another (N', K'), carried over to (n, k) for the same M (bench/TUNING.md
+    step 82): the same tile height, occupancy and reduction, with BLOCK_N scaled by n / N' to the
+    nearest legal width (the same number of N tiles, so the same CTA count), split_k the nearest
+    that divides the K blocks (at most 8 over a cluster), the stages capped by the new tile's
+    shared memory, and a multicast cluster dropped where the new tiles do not pair.  None when the
+    result is not a valid config or a cluster split gets wider than CLUSTER_SPLIT_MAX_BLOCK_N."""
+    want = cfg.block_n * n / cfg.n
+    bn = min(legal_block_ns(n), key=lambda b: (abs(b - want), -b))
+    nkb = ceil_div(k, BLOCK_K)
+    limit = min(8 if cfg.split_cluster else cfg.split_k, nkb)
+    sk = min((s for s in range(1, limit + 1) if nkb % s == 0), key=lambda s: (abs(s - cfg.split_k), -s))
+    out = replace(cfg, n=n, k=k, block_n=bn, split_k=sk, split_reduce=cfg.split_reduce if sk > 1 else "global",
+                  stages=min(cfg.stages, max_stages(cfg.block_m, bn, staging=cfg.staging == "tile",
+                                                    ctas_per_sm=cfg.ctas_per_sm)))
+    if out.split_cluster and bn > CLUSTER_SPLIT_MAX_BLOCK_N:
+        return None
+    for candidate in (out, replace(out, cluster=1, multicast="A")):
+        try:
+            check_config(candidate)
+            return candidate
+        except OpError:
+            continue
+    return None
 
 
 def check_config(cfg: Fp8GemmConfig) -> None:
