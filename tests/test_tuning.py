@@ -196,3 +196,48 @@ def test_readme_names_torch_reference_only_when_the_run_recorded_it():
     assert report.torch_reference({"mn_major_sfa": {}}) == ""
     text = report.torch_reference({"torch_reference": {"scaled_mm_us": 14.31, "zero__us": 8.04}})
     assert "14.3 us" in text and "8.0 us" in text
+
+
+def test_an_unmeasured_small_shape_takes_the_nearest_measured_shapes_config_where_the_model_is_weak():
+    """M <= 128 and an (N, K) with no entries at all (bench/TUNING.md step 82): where the cost model
+    picks a global split-K or a tile under 64 columns, the config measured for the nearest (N', K')
+    (each within x2.5) at the nearest small M, carried over; a wide unsplit model pick stays."""
+    from dgir.ops.fp8_gemm import carry_config
+    model = lambda m, n, k: get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)  # noqa: E731
+    api = lambda m, n, k: deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)  # noqa: E731
+    # 1536 x 7168: the model splits K through the global workspace; 2112 x 7168 is the nearest measured
+    assert model(64, 1536, 7168).split_k > 1 and model(64, 1536, 7168).split_reduce == "global"
+    src = tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 1536, 7168)
+    assert (src["m"], src["n"], src["k"]) == (64, 2112, 7168)
+    carried = api(64, 1536, 7168)
+    assert carried == carry_config(_shipped(64, 2112, 7168), 1536, 7168) and carried.split_cluster
+    assert api(48, 1536, 7168) == carried                     # M = 48: the nearest small M is 64
+    # the same N with a longer K (4096 x 14336 <- 4096 x 7168 at M = 128)
+    assert model(128, 4096, 14336).split_k > 1 and api(128, 4096, 14336) == carry_config(_shipped(128, 4096, 7168), 4096, 14336)
+    # a 64-wide unsplit model pick stays; so does every pick above the small M and without the table
+    assert model(64, 8192, 8192).block_n >= 64 and api(64, 8192, 8192) == model(64, 8192, 8192)
+    assert api(256, 1536, 7168) == model(256, 1536, 7168)
+    # 24576 x 1536 (N x1.22, K x1.5) is nearer than 32768 x 512 (N x1.09, K x2)
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 30000, 1024)["n"] == 24576
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 30000, 7168) is None      # K or N over x2.5 from all
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 256, 1536, 7168) is None
+
+
+def test_a_carried_config_keeps_the_tile_grid_and_stays_legal():
+    from dgir.ops.fp8_gemm import CLUSTER_SPLIT_MAX_BLOCK_N, carry_config, ceil_div, check_config
+    src = Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=48, stages=6, split_k=4, split_reduce="cluster",
+                        ctas_per_sm=2)
+    for n, k in ((1536, 7168), (2560, 7168), (2112, 14336), (2112, 4096), (1024, 2048), (2048, 640)):
+        c = carry_config(src, n, k)
+        assert c is not None and check_config(c) is None
+        assert abs(ceil_div(n, c.block_n) - ceil_div(2112, 48)) <= ceil_div(2112, 48) // 4     # about as many N tiles
+        assert ceil_div(k, 128) % c.split_k == 0 and c.split_k <= 8
+        assert (c.block_m, c.ctas_per_sm) == (64, 2)
+    assert carry_config(src, 2112, 128).split_k == 1                    # one K block: nothing to split
+    # a cluster split would get wider than measured (and spill at 104-112 columns): not carried
+    assert carry_config(src, 7168, 7168) is None and 48 * 7168 / 2112 > CLUSTER_SPLIT_MAX_BLOCK_N
+    # a B-multicast pair whose new B panel (40 rows) no longer halves into whole swizzle atoms drops
+    # the cluster
+    pair = Fp8GemmConfig(n=2048, k=7168, block_m=128, block_n=128, stages=5, cluster=2, multicast="B")
+    assert carry_config(pair, 2048, 2048).cluster == 2
+    assert (carry_config(pair, 640, 7168).block_n, carry_config(pair, 640, 7168).cluster) == (40, 1)
