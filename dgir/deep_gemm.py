@@ -240,14 +240,14 @@ def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
 
 
 def _analogous_config(op, m, n, k, device_name, sms, model_cfg):
-    """At a small M whose (N, K) has no measurements (dgir.tuning.analogous), the config measured
-    for the nearest (N', K') carried over (`carry_config`), in place of a model pick of the kinds
-    the model misjudges there: a split-K reduced through the global workspace (the model does not
-    propose the cluster reduction) or a tile narrower than 64 columns without a split (it misses the
-    per-tile fixed costs).  Measured on 28 small-M shapes of 19 unmeasured (N, K) (bench/TUNING.md
-    step 82, specs 149-150): where it replaced such a pick, 3-20% faster; where the model picked a
-    64-wide or wider tile without a split, the carried config was as fast or up to 11% slower, so
-    those stay."""
+    """At a small M whose (N, K) has no nearby measurement (dgir.tuning.analogous), the config
+    measured for the nearest (N', K') carried over (`carry_config`), in place of a model pick of
+    the kinds the model misjudges there: a split-K reduced through the global workspace (the model
+    does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
+    misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
+    wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
+    held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
+    0.55x to 1.06x."""
     from . import tuning
     from .ops.fp8_gemm import carry_config
     weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)

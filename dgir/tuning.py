@@ -16,9 +16,9 @@ the entries just below and just above (:func:`bracketing`, within GRID_RATIO), e
 scaled by how many rounds its tiles take at this M against its own (dgir.deep_gemm; bench/TUNING.md
 step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
 M = 192 needs one).  A small M whose (N, K) has no entries at all may take the config of the
-nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is a dict of the operator's
-config fields; it is validated before use, so a stale or hand-edited entry is skipped rather than
-trusted.
+nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is
+a dict of the operator's config fields; it is validated before use, so a stale or hand-edited entry
+is skipped rather than trusted.
 """
 from __future__ import annotations
 
@@ -110,7 +110,7 @@ ANALOG_RATIO = 2.5        # analogous(): N and K each within this factor of the 
 
 
 def analogous(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
-    """For a small M (<= SMALL_M) whose (N, K) has no entries: the entry at the nearest small M
+    """For a small M (<= SMALL_M): among the entries of other (N', K'), the one at the nearest small M
     (log scale; ties: the larger M) of the (N', K') nearest to (N, K), |log N/N'| + |log K/K'|,
     with N' and K' each within ANALOG_RATIO; None when there is none.  dgir.deep_gemm carries its
     config over to (N, K) where the cost model's own pick is of a kind it is known to misjudge
