@@ -58,7 +58,10 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # that moved with them, next to their previous picks
            + ["results/raw/tune99_exp.json", "results/raw/tune100_exp.json"]
            # the small-M cells the L2 hint reaches, re-swept with it (step 63), two leases
-           + ["results/raw/tune110_exp.json", "results/raw/tune111_exp.json"])
+           + ["results/raw/tune110_exp.json", "results/raw/tune111_exp.json"]
+           # (N, K) outside the issue's seven (DeepSeek-V3 and dense-model layers): the model's pick,
+           # configs carried over from measured neighbours, the autotuner's candidates (steps 82, 83)
+           + [f"results/raw/tune{i}_exp.json" for i in (149, 150, 151, 152, 153)])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 

@@ -199,28 +199,31 @@ def test_readme_names_torch_reference_only_when_the_run_recorded_it():
 
 
 def test_an_unmeasured_small_shape_takes_the_nearest_measured_shapes_config_where_the_model_is_weak():
-    """M <= 128 and an (N, K) with no entries at all (bench/TUNING.md step 82): where the cost model
-    picks a global split-K or a tile under 64 columns, the config measured for the nearest (N', K')
-    (each within x2.5) at the nearest small M, carried over; a wide unsplit model pick stays."""
+    """M <= 128 and an (N, K) with no entries (bench/TUNING.md step 82): where the cost model picks a
+    global split-K or a tile under 64 columns, the config measured for the nearest (N', K') (each
+    within x2.5) at the nearest small M, carried over; a wide unsplit model pick stays."""
     from dgir.ops.fp8_gemm import carry_config
     model = lambda m, n, k: get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)  # noqa: E731
     api = lambda m, n, k: deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)  # noqa: E731
-    # 1536 x 7168: the model splits K through the global workspace; 2112 x 7168 is the nearest measured
-    assert model(64, 1536, 7168).split_k > 1 and model(64, 1536, 7168).split_reduce == "global"
-    src = tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 1536, 7168)
-    assert (src["m"], src["n"], src["k"]) == (64, 2112, 7168)
-    carried = api(64, 1536, 7168)
-    assert carried == carry_config(_shipped(64, 2112, 7168), 1536, 7168) and carried.split_cluster
-    assert api(48, 1536, 7168) == carried                     # M = 48: the nearest small M is 64
-    # the same N with a longer K (4096 x 14336 <- 4096 x 7168 at M = 128)
-    assert model(128, 4096, 14336).split_k > 1 and api(128, 4096, 14336) == carry_config(_shipped(128, 4096, 7168), 4096, 14336)
+    assert tuning.lookup("fp8_gemm_nt", H200.name, 132, 64, 1664, 7168) is None
+    # 1664 x 7168: the model splits K through the global workspace; 1536 x 7168 is the nearest measured
+    assert model(64, 1664, 7168).split_k > 1 and model(64, 1664, 7168).split_reduce == "global"
+    src = tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 1664, 7168)
+    assert (src["m"], src["n"], src["k"]) == (64, 1536, 7168)
+    carried = api(64, 1664, 7168)
+    assert carried == carry_config(_shipped(64, 1536, 7168), 1664, 7168) and carried.split_cluster
+    assert api(48, 1664, 7168) == carried                     # M = 48: the nearest small M is 64
+    # the same N with another K (4096 x 12288 <- 4096 x 14336 at M = 128)
+    assert model(128, 4096, 12288).split_k > 1
+    assert api(128, 4096, 12288) == carry_config(_shipped(128, 4096, 14336), 4096, 12288)
     # a 64-wide unsplit model pick stays; so does every pick above the small M and without the table
-    assert model(64, 8192, 8192).block_n >= 64 and api(64, 8192, 8192) == model(64, 8192, 8192)
-    assert api(256, 1536, 7168) == model(256, 1536, 7168)
+    assert model(64, 6656, 7168).block_n >= 64 and api(64, 6656, 7168) == model(64, 6656, 7168)
+    assert api(256, 1664, 7168) == model(256, 1664, 7168)
     # 24576 x 1536 (N x1.22, K x1.5) is nearer than 32768 x 512 (N x1.09, K x2)
     assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 30000, 1024)["n"] == 24576
-    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 30000, 7168) is None      # K or N over x2.5 from all
-    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 256, 1536, 7168) is None
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 30000, 7168)["n"] == 18432   # x1.63
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 64, 60000, 7168) is None      # K or N over x2.5 from all
+    assert tuning.analogous("fp8_gemm_nt", H200.name, 132, 256, 1664, 7168) is None
 
 
 def test_a_carried_config_keeps_the_tile_grid_and_stays_legal():
@@ -236,6 +239,7 @@ def test_a_carried_config_keeps_the_tile_grid_and_stays_legal():
     assert carry_config(src, 2112, 128).split_k == 1                    # one K block: nothing to split
     # a cluster split would get wider than measured (and spill at 104-112 columns): not carried
     assert carry_config(src, 7168, 7168) is None and 48 * 7168 / 2112 > CLUSTER_SPLIT_MAX_BLOCK_N
+    assert carry_config(src, 3520, 7168).block_n == 80                  # 48 * 3520 / 2112 = 80
     # a B-multicast pair whose new B panel (40 rows) no longer halves into whole swizzle atoms drops
     # the cluster
     pair = Fp8GemmConfig(n=2048, k=7168, block_m=128, block_n=128, stages=5, cluster=2, multicast="B")

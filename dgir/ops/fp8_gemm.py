@@ -299,9 +299,10 @@ def three_warpgroup_spill(block_n: int, split_k: int = 1) -> str:
     return ""
 
 
-# split-K over a cluster with tiles wider than this spilled (64x112, spec 150) or measured slower
-# (64x96 / 64x128 slices, bench/TUNING.md step 23); the measured cluster-split picks are 16-64 wide
-CLUSTER_SPLIT_MAX_BLOCK_N = 64
+# split-K over a cluster with tiles wider than this spilled (64x104 and 64x112 slices with two CTAs
+# per SM, spec 150) or measured slower (64x96 / 64x128 slices, bench/TUNING.md step 23); the measured
+# cluster-split picks are 16-80 wide (64x80 at 128x2560x7168, spec 150)
+CLUSTER_SPLIT_MAX_BLOCK_N = 80
 
 
 def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
