@@ -4,7 +4,8 @@
     dgir.autotune.autotune("fp8_gemm_nt", m, n, k, device_index=0)
 
 Candidates are the operator's legal configs ranked by the cost model (plus the cluster-reduced twin
-of each split-K config among them); the top `top` are compiled,
+of each 64-row split-K config among them, less the global-workspace splits of taller tiles); the
+top `top` are compiled,
 checked against the float64 reference (a config that is wrong is never recorded) and timed with
 CUDA events (median of `reps` launches after a warm-up).  The winner goes to the user cache of
 dgir.tuning, keyed by device name, SM count and exact shape.
@@ -18,11 +19,15 @@ import statistics
 def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
     """The model's `top` best legal configs, best first, each split-K config with 64-row tiles
     followed by its twin reduced over a cluster (the model does not rank those: its small-M error
-    made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile)."""
+    made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile).
+    Split-K through the global workspace with tiles of 128 rows or more is left out (the next
+    ranked configs take its places): no such config won a head-to-head in the table's sources, and
+    at M = 256-1024 they ran 1.5-3.5x slower than the model's first pick (spec 153, step 83)."""
     from dataclasses import replace
 
     from .ops.fp8_gemm_model import candidate_configs, config_seconds
-    best = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))[:top]
+    ranked = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))
+    best = [c for c in ranked if not (c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128)][:top]
     out = []
     for c in best:
         out.append(c)

@@ -128,6 +128,18 @@ def test_autotune_candidates_are_the_models_best_first():
     assert c[0] == get_operator("fp8_gemm_nt").choose_config(m=128, n=4096, k=7168, num_sms=132) or t[0] == t[1]
 
 
+def test_autotune_leaves_out_global_splits_of_tall_tiles():
+    """At 1024 x 2048 x 7168 the model ranks three split-K configs of 128- and 256-row tiles among its
+    six best (spec 153: 1.5-2.6x slower than its first pick); the next ranked configs replace them."""
+    from dgir.ops.fp8_gemm_model import candidate_configs
+    ranked = sorted(candidate_configs(1024, 2048, 7168, 132), key=lambda x: config_seconds(1024, 2048, 7168, x))
+    assert any(x.split_k > 1 and x.block_m >= 128 for x in ranked[:6])
+    c = candidates(1024, 2048, 7168, 132, top=6)
+    assert not any(x.split_k > 1 and x.split_reduce == "global" and x.block_m >= 128 for x in c)
+    kept = [x for x in c if x.split_reduce == "global"]
+    assert len(kept) == 6 and kept == [x for x in ranked if x in kept]        # still in the model's order
+
+
 def test_autotune_times_the_cluster_twin_of_each_split_config():
     c = candidates(64, 576, 7168, 132, top=6)
     splits = [x for x in c if x.split_k > 1 and x.block_m == 64 and x.split_reduce == "global"]
