@@ -129,7 +129,7 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             want += 1                  # a third B scale (tiles that can touch three scale blocks)
         if n.op is Op.RELEASE and len(n.args) == 3:
             want = 3                   # .., keep: the counter whose slot stays held (stage_in_ring_slot)
-        if n.op in (Op.STAGE_OUT, Op.TMA_STORE) and n.args and isinstance(n.args[1 if n.op is Op.TMA_STORE else 0], str):
+        if n.op in (Op.STAGE_OUT, Op.TMA_STORE) and len(n.args) > 1:
             tile = decls.get(n.args[1 if n.op is Op.TMA_STORE else 0])
             if tile is not None and tile.get("ring"):
                 want += 1              # the ring counter whose slot holds the staging tile

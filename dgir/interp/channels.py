@@ -240,7 +240,7 @@ class ChannelOps:
         d[rows] = a.to(d.dtype)
         t.unfenced.add(tile)
 
-    def _stage_in_slot(self, t: _Task, tile: str, ctr) -> tuple:
+    def _stage_in_slot(self, t: _Task, tile: str, ctr) -> None:
         """A staging tile placed in a ring slot (stage_in_ring_slot): this warpgroup must hold the slot
         of counter `ctr`, and no warpgroup of the CTA may still have a wgmma reading it; its A / B
         bytes are then gone until the slot's next fill."""
@@ -261,7 +261,6 @@ class ChannelOps:
         t.cta.clobbered.add(key)
         for ring, _ in self.smem[tile].get("panels"):
             _poison(t.cta.smem[ring][slot])
-        return key
 
     def _sync(self, t: _Task, n: Node):
         """The emitter's `bar.sync wg+1, 128`: a barrier of the warpgroup's own 128 threads, which one

@@ -132,20 +132,14 @@ def _sync(self: Emitter, n: Node) -> None:
 
 def _tma_store(self: Emitter, n: Node) -> None:
     param, d_tile, c0, c1 = n.args[:4]
-    in_ring = self.decls[d_tile].get("ring") is not None
     b = self.b
     skip = b.label("store_done")
     self.if_leader(skip)
     BN = self.decls[d_tile].type.shape[1]
-    if in_ring:   # the staging tile's parts in the ring slot of the counter given last
-        parts = _staging_parts(self, d_tile, n.args[4])
-        sl = self.slice_of(n)
-        src = b.reg()
-        b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {parts[0][0]};")
-    else:
-        src = self.smem_addr(d_tile)
-        sl = self.slice_of(n)
-        b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {src};")
+    parts = _staging_parts(self, d_tile, n.args[4] if len(n.args) > 4 else None)
+    sl = self.slice_of(n)
+    src = b.reg()                                    # this warpgroup's rows of an unswizzled tile
+    b(f"mad.lo.u32 {src}, {sl}, {64 * BN * 2}, {parts[0][0]};")
     row = b.reg()
     b(f"mad.lo.u32 {row}, {sl}, 64, {self.val(c1)};")
     M = b.reg()
@@ -157,22 +151,16 @@ def _tma_store(self: Emitter, n: Node) -> None:
     # an L2 eviction policy for D's lines (made at the top of the region), when the store asks for one
     hint, policy = (".L2::cache_hint", f", {self.policies[n.get('l2')]}") if n.get("l2") else ("", "")
     if self.decls[d_tile].get("swizzle") == 128:     # one store per 64-column panel
-        if not in_ring:                              # one block, panels BM x 128 B apart
-            src = self.smem_addr(d_tile)
-            b(f"mad.lo.u32 {src}, {sl}, {64 * 128}, {src};")
-            parts = [(src, c * self.decls[d_tile].type.shape[0] * 128) for c in range(BN // 64)]
-        else:                                        # this warpgroup's 64 rows of each panel
-            rows_of = {}
-            for base, _ in parts:
-                if base not in rows_of:
-                    rows_of[base] = b.reg()
-                    b(f"mad.lo.u32 {rows_of[base]}, {sl}, {64 * 128}, {base};")
-            parts = [(rows_of[base], off) for base, off in parts]
+        rows_of = {}                                 # this warpgroup's 64 rows of each panel's block
+        for base, _ in parts:
+            if base not in rows_of:
+                rows_of[base] = b.reg()
+                b(f"mad.lo.u32 {rows_of[base]}, {sl}, {64 * 128}, {base};")
         for c, (base, off) in enumerate(parts):
             col = b.reg()
             b(f"add.u32 {col}, {self.val(c0)}, {64 * c};")
             b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{col}, {row}}}], "
-              f"[{base}+{off}]{policy};")
+              f"[{rows_of[base]}+{off}]{policy};")
     else:
         b(f"cp.async.bulk.tensor.2d.global.shared::cta.bulk_group{hint} [{tm}, {{{self.val(c0)}, {row}}}], [{src}]{policy};")
     b("cp.async.bulk.commit_group;")
