@@ -135,3 +135,53 @@ def bench_module(name: str):
     if bench not in sys.path:
         sys.path.insert(0, bench)
     return importlib.import_module(name)
+
+
+# --- the whole config space, sampled ------------------------------------------------------------
+def random_fp8_case(rng, gpu: bool = False):
+    """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
+    split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
+    epilogue, stream-K, promotion, staging, persistent grid size, tile-order band), with a shape
+    that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
+    a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
+    gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
+    and the H200's grid (sometimes a partial one, so that tiles take several rounds)."""
+    from dgir.ops.fp8_gemm import OpError, check_config, ring_staging_panels
+    while True:
+        bm = rng.choice([64, 64, 128, 128, 192, 256])
+        bn = rng.choice([rng.choice([16, 32, 64, 96, 128, 144, 160, 192]), 8 * rng.randint(1, 32)])
+        cluster = rng.choice([1, 1, 1, 2, 2, 4])
+        multicast = rng.choice("AB")
+        stream_k = rng.random() < 0.08
+        split_k = 1 if cluster > 1 or stream_k or rng.random() < 0.55 else rng.choice([2, 3, 4, 7, 8])
+        split_reduce = rng.choice(["global", "cluster"])
+        if split_reduce == "cluster" and split_k > 1:
+            bm = 64
+        occ = 2 if bm == 64 and cluster == 1 and rng.random() < 0.35 else 1
+        epilogue = "direct" if not stream_k and cluster == 1 and rng.random() < 0.15 else "tma"
+        staging = "ring" if (split_k == 1 and epilogue == "tma" and not stream_k and bm <= 128
+                             and ring_staging_panels(bm, bn) is not None and rng.random() < 0.25) else "tile"
+        promotion = "rescaled" if rng.random() < 0.12 else "fp32"
+        order = rng.choice(["together", "together", "alternate", "pingpong"]) if bm >= 128 else "together"
+        kb = split_k * rng.randint(1, (56 if gpu else 6) // split_k or 1)
+        k = 128 * kb - rng.choice([0, 0, 0, 16 * rng.randint(1, 7)])
+        n_blocks = rng.randint(1, 24 if gpu else 3) * (cluster if multicast == "A" else 1)
+        n = (n_blocks - 1) * bn + 8 * rng.randint(1, bn // 8)
+        m = rng.choice([1, 17, bm - 1, bm + 1, rng.randint(1, (12 if gpu else 3) * bm)])
+        m = max(1, m)
+        sms = rng.choice([132, 132, 132, 16, 66]) if gpu else rng.choice([1, 2, 3, 8])
+        sms -= sms % cluster
+        holds_staging = split_k == 1 and epilogue == "tma" and staging == "tile"
+        most = max_stages(bm, bn, staging=holds_staging, ctas_per_sm=occ)
+        if most < 1:
+            continue
+        cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=rng.randint(min(2, most), most),
+                            num_sms=max(sms, cluster), swizzle_group=rng.choice([1, 2, 16]), split_k=split_k,
+                            epilogue=epilogue, cluster=cluster, multicast=multicast, ctas_per_sm=occ,
+                            split_reduce=split_reduce, math_order=order, stream_k=stream_k,
+                            promotion=promotion, staging=staging)
+        try:
+            check_config(cfg)
+        except OpError:
+            continue
+        return m, n, k, cfg

@@ -581,3 +581,25 @@ def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k):
     model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=properties(dev).sms)
     carried = (n, k) != (6656, 7168)
     assert (cfg != model) == carried, (cfg.kernel_name(), model.kernel_name())
+
+
+# the whole config space sampled jointly (tests/dgir_testlib.random_fp8_case; its CPU twin is
+# tests/test_config_fuzz.py): every knob at once, DeepGEMM-sized K, ragged M / N / K edges, full and
+# partial grids.  Wide tiles that reach a third B-scale block spill (slow, still exact).
+def _sampled_gpu_cases():
+    import random
+    from dgir_testlib import random_fp8_case
+    return [random_fp8_case(random.Random(1000 + seed), gpu=True) for seed in range(96)]
+
+
+SAMPLED = _sampled_gpu_cases()
+
+
+@pytest.mark.parametrize("i", range(len(SAMPLED)),
+                         ids=[f"{m}x{n}x{k}_{c.kernel_name().split('_', 5)[-1]}_sms{c.num_sms}_g{c.swizzle_group}"
+                              for m, n, k, c in SAMPLED])
+def test_sampled_configs_match_reference_and_are_bitwise_stable(i):
+    m, n, k, cfg = SAMPLED[i]
+    _, outs, ref = _run_config(m, n, k, cfg, "sampled", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))

@@ -343,8 +343,13 @@ def check_config(cfg: Fp8GemmConfig) -> None:
                       f"got block_n={cfg.block_n}, split_k={cfg.split_k}")
     if cfg.block_n % 8 or not 8 <= cfg.block_n <= 256:
         raise OpError(f"fp8_gemm_nt: block_n must be a multiple of 8 in [8, 256] (wgmma N), got {cfg.block_n}")
-    if cfg.stages < 1:
-        raise OpError(f"fp8_gemm_nt: stages must be >= 1, got {cfg.stages}")
+    if not isinstance(cfg.stages, int) or cfg.stages < 1:
+        raise OpError(f"fp8_gemm_nt: stages must be an int >= 1, got {cfg.stages!r}")
+    if not isinstance(cfg.swizzle_group, int) or cfg.swizzle_group < 1:
+        raise OpError(f"fp8_gemm_nt: swizzle_group (m blocks per band of the tile order) must be an int >= 1, "
+                      f"got {cfg.swizzle_group!r}")
+    if not isinstance(cfg.num_sms, int) or cfg.num_sms < 1:
+        raise OpError(f"fp8_gemm_nt: num_sms must be an int >= 1, got {cfg.num_sms!r}")
     if cfg.epilogue not in ("tma", "direct"):
         raise OpError(f"fp8_gemm_nt: epilogue must be 'tma' or 'direct', got {cfg.epilogue!r}")
     if cfg.split_k < 1 or cfg.k_blocks % cfg.split_k:
@@ -518,7 +523,9 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     def tile_origin(b: Builder, mn, mblocks):
         """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
         CL neighbouring tiles, this CTA's by its rank)."""
-        group = cfg.swizzle_group // CL if pair_m else cfg.swizzle_group
+        # a cluster tile sharing B spans CL m blocks: the band holds swizzle_group m blocks, but at
+        # least one cluster row (a band of zero rows would divide by zero in the tile walk)
+        group = max(1, cfg.swizzle_group // CL) if pair_m else cfg.swizzle_group
         mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
         nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
         if CL > 1:   # this CTA's tile of the cluster tile (past M for an odd last m block: loads
