@@ -1,12 +1,16 @@
 """Fit the cost model's constants (dgir.ops.fp8_gemm_model.ModelParams) to committed measurements.
 
-    python bench/fit_model.py                 # report the current constants against the data
-    python bench/fit_model.py --fit           # coordinate search; prints the fitted ModelParams
+    python bench/fit_model.py                 # report both constant sets against the data
+    python bench/fit_model.py --fit           # coordinate search from MODEL on M > SMALL_M; prints the result
 
-Data: every timed row of bench/results/raw/tune{10,11,12}_exp.json (current kernels, hand-picked
-configs) and the default rows of bench/results/fp8_gemm_nt.json; a row's config is read back from its
-kernel name.  Reported: the geometric-mean |log(measured / model)| error and, per shape with several
-measured configs, the regret of the model's pick (its measured time over the best measured time).
+Data: every timed row of the current kernels, variant "default" (no ablation), read back to its config
+from the kernel name: bench/results/raw/tune{110..}_exp.json (since the L2 hint of step 61 and the
+re-sweep of step 63) and the default rows of bench/results/fp8_gemm_nt.json; repeated timings of a
+config at a shape count once, by their median.  Reported per regime (M <= SMALL_M: SMALL_M_MODEL,
+M > SMALL_M: MODEL): the geometric-mean |log(measured / model)| error, and over the shapes with several
+measured configs, the regret of the chooser's pick (its measured time over the best measured time)
+and how many of its picks were never measured (the fit cannot vouch for those: time them, add the
+spec here, refit; bench/TUNING.md steps 45 and 84).
 """
 from __future__ import annotations
 
@@ -14,19 +18,22 @@ import argparse
 import json
 import math
 import re
+import statistics
 from collections import defaultdict
-from dataclasses import asdict, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
-from dgir.ops.fp8_gemm_model import MODEL, ModelParams, config_seconds
+from dgir.ops.fp8_gemm_model import (MODEL, SMALL_M, SMALL_M_MODEL, ModelParams, candidate_configs,
+                                     config_seconds)
 
 ROOT = Path(__file__).resolve().parent / "results"
-FILES = ["raw/tune10_exp.json", "raw/tune11_exp.json", "raw/tune12_exp.json", "fp8_gemm_nt.json"]
+FIRST_SPEC = 110
 NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+)(dsm)?)?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(" + "|".join(filter(None, MATH_ORDERS.values())) + ")?$")
 
 
 def config_of(kernel: str) -> Fp8GemmConfig | None:
+    """The config a kernel name spells (None for names with opt-in suffixes: stream-K, rescaled, ring)."""
     g = NAME.match(kernel)
     if g is None:
         return None
@@ -38,21 +45,40 @@ def config_of(kernel: str) -> Fp8GemmConfig | None:
                          math_order={suffix: o for o, suffix in MATH_ORDERS.items()}[alt or ""])
 
 
-def load_rows() -> list[tuple[int, int, int, Fp8GemmConfig, float]]:
-    rows = []
-    for f in FILES:
-        doc = json.loads((ROOT / f).read_text())
-        for r in doc["rows"]:
+def data_files(exclude: tuple = ()) -> list[Path]:
+    raw = [p for p in (ROOT / "raw").glob("tune*_exp.json")
+           if (s := re.fullmatch(r"tune(\d+)_exp\.json", p.name)) and int(s[1]) >= FIRST_SPEC and int(s[1]) not in exclude]
+    return sorted(raw) + [ROOT / "fp8_gemm_nt.json"]
+
+
+def load_rows(exclude: tuple = ()) -> list[tuple[int, int, int, Fp8GemmConfig, float]]:
+    """(m, n, k, config, seconds): the median of each config's correct timings at each shape."""
+    times = defaultdict(list)
+    for f in data_files(exclude):
+        for r in json.loads(f.read_text())["rows"]:
             if r.get("variant", "default") != "default" or "ms" not in r or not r.get("kernel"):
+                continue
+            if r.get("diff") is None or r["diff"] > 1e-3 or r.get("all_finite") is False:
                 continue
             cfg = config_of(r["kernel"])
             if cfg is not None and cfg.epilogue == "tma":
-                rows.append((r["m"], r["n"], r["k"], cfg, r["ms"] * 1e-3))
-    return rows
+                times[(r["m"], r["n"], r["k"], cfg)].append(r["ms"] * 1e-3)
+    return [(m, n, k, c, statistics.median(t)) for (m, n, k, c), t in times.items()]
+
+
+def _tile(c: Fp8GemmConfig) -> tuple:
+    """A config without its ring depth (the chooser takes the deepest ring that fits)."""
+    return (c.block_m, c.block_n, c.split_k, c.split_reduce if c.split_k > 1 else "", c.cluster,
+            c.multicast if c.cluster > 1 else "", c.ctas_per_sm, c.math_order)
+
+
+def choose(m, n, k, params: ModelParams) -> Fp8GemmConfig:
+    return min(candidate_configs(m, n, k), key=lambda c: (config_seconds(m, n, k, c, params), c.split_k,
+                                                          c.ctas_per_sm, c.cluster, -c.block_n, -c.block_m))
 
 
 def score(rows, params: ModelParams) -> tuple[float, float]:
-    """(geomean |log error|, mean regret of the model's pick over shapes with several configs)."""
+    """(geomean |log error|, mean regret of the model's pick among the measured configs of a shape)."""
     err = sum(abs(math.log(t / config_seconds(m, n, k, c, params))) for m, n, k, c, t in rows) / len(rows)
     by_shape = defaultdict(list)
     for m, n, k, c, t in rows:
@@ -61,28 +87,64 @@ def score(rows, params: ModelParams) -> tuple[float, float]:
     return math.exp(err), sum(regrets) / max(len(regrets), 1)
 
 
+def picks(rows, params: ModelParams) -> tuple[int, int, float]:
+    """Over shapes with several measured configs: (the chooser's picks that were measured, those never
+    measured, the mean regret of the measured ones)."""
+    by_shape = defaultdict(dict)
+    for m, n, k, c, t in rows:
+        by_shape[(m, n, k)][_tile(c)] = min(t, by_shape[(m, n, k)].get(_tile(c), math.inf))
+    measured, regrets = 0, []
+    shapes = [s for s, v in by_shape.items() if len(v) > 1]
+    for s in shapes:
+        v = by_shape[s]
+        t = v.get(_tile(choose(*s, params)))
+        if t is not None:
+            measured += 1
+            regrets.append(t / min(v.values()))
+    return measured, len(shapes) - measured, sum(regrets) / max(len(regrets), 1)
+
+
 # measured directly (bench/TUNING.md step 10), not fitted; and physical bounds of the fitted ones
-FIXED = {"multicast_gain"}
+FIXED = {"multicast_gain", "tc_table", "tc_scale"}
 BOUNDS = {"shared_sm_chain": (1.0, 2.0)}
 
 
-def fit(rows, params: ModelParams, rounds: int = 4) -> ModelParams:
-    """Coordinate search, one constant at a time over multiplicative steps; objective: log error + regret."""
-    objective = lambda p: math.log(score(rows, p)[0]) + 2 * (score(rows, p)[1] - 1)  # noqa: E731
+def fit(rows, params: ModelParams, rounds: int = 6) -> ModelParams:
+    """Coordinate search, one constant at a time over multiplicative steps (each BLOCK_M factor of
+    tc_block_m on its own); objective: log error + 2 x (mean regret - 1)."""
+    def objective(p):
+        e, r = score(rows, p)
+        return math.log(e) + 2 * (r - 1)
+
+    def variants(p: ModelParams, f: float):
+        for fl in fields(p):
+            value = getattr(p, fl.name)
+            if fl.name in FIXED:
+                continue
+            if fl.name == "tc_block_m":
+                for i, (bm, v) in enumerate(value):
+                    if bm != 128:     # 128 is the unit: tc_scale carries it
+                        yield replace(p, tc_block_m=value[:i] + ((bm, v * f),) + value[i + 1:])
+                continue
+            lo, hi = BOUNDS.get(fl.name, (0.0, math.inf))
+            if lo <= value * f <= hi:
+                yield replace(p, **{fl.name: value * f})
+
     best, best_v = params, objective(params)
     for _ in range(rounds):
-        for field, value in asdict(best).items():
-            if field in FIXED:
-                continue
-            lo, hi = BOUNDS.get(field, (0.0, math.inf))
-            for f in (0.5, 0.7, 0.85, 1.15, 1.4, 2.0):
-                if not lo <= value * f <= hi:
-                    continue
-                cand = replace(best, **{field: value * f})
+        for f in (0.6, 0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 1.6):
+            for cand in variants(best, f):
                 v = objective(cand)
                 if v < best_v - 1e-9:
                     best, best_v = cand, v
     return best
+
+
+def report(rows, label: str, params: ModelParams) -> None:
+    e, r = score(rows, params)
+    measured, unmeasured, regret = picks(rows, params)
+    print(f"  {label}: error x{e:.3f}, mean regret x{r:.3f} among measured configs; the chooser's picks: "
+          f"{measured} measured (regret x{regret:.3f}), {unmeasured} never measured")
 
 
 def main():
@@ -90,12 +152,19 @@ def main():
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args()
     rows = load_rows()
-    e, r = score(rows, MODEL)
-    print(f"{len(rows)} rows; current constants: error x{e:.3f}, mean regret of the pick x{r:.3f}")
+    small = [r for r in rows if r[0] <= SMALL_M]
+    large = [r for r in rows if r[0] > SMALL_M]
+    print(f"{len(rows)} configs at {len({r[:3] for r in rows})} shapes from {len(data_files())} files")
+    print(f"M <= {SMALL_M} ({len(small)} configs):")
+    report(small, "SMALL_M_MODEL (used)", SMALL_M_MODEL)
+    report(small, "MODEL", MODEL)
+    print(f"M > {SMALL_M} ({len(large)} configs):")
+    report(large, "SMALL_M_MODEL", SMALL_M_MODEL)
+    report(large, "MODEL (used)", MODEL)
     if args.fit:
-        p = fit(rows, MODEL)
-        e, r = score(rows, p)
-        print(f"fitted: error x{e:.3f}, mean regret x{r:.3f}\n{p}")
+        p = fit(large, MODEL)
+        report(large, "refitted", p)
+        print(p)
 
 
 if __name__ == "__main__":

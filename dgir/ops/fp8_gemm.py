@@ -245,12 +245,30 @@ def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | N
     return None
 
 
-def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1) -> int:
+def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1, exchange: int = 0) -> int:
     """Ring stages that fit the shared memory; staging=False: D's staging tile takes none of it (the
-    direct epilogue, or staging="ring")."""
-    fixed = (align(block_m * block_n * 2, 1024) if staging else 0) + 1024 + 2 * 16 * 8   # D staging, slack, barriers
+    direct epilogue, split-K, or staging="ring"); exchange=split_k of a split-K over a cluster, whose
+    receive buffer takes the staging tile's place."""
+    if exchange > 1:
+        other = align(exchange_bytes(block_n, exchange), 128) + 2 * exchange * 8
+    else:
+        other = align(block_m * block_n * 2, 1024) if staging else 0
+    fixed = other + 1024 + 2 * 16 * 8   # D staging or the receive buffer, slack, barriers
     # up to 12: deeper rings than 8 measured +2-5% for 64-row tiles at M <= 128 (bench/TUNING.md step 24)
     return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n), MAX_STAGES)
+
+
+def exchange_bytes(block_n: int, split_k: int) -> int:
+    """The receive buffer of a split-K over a cluster (lower: "partials"): from each of the split_k
+    CTAs, this rank's share of the 64 x block_n fragment, one float2 per pair slot and thread."""
+    return split_k * ceil_div(block_n // 4, split_k) * 128 * 2 * 4
+
+
+def max_stages_for(cfg: "Fp8GemmConfig") -> int:
+    """max_stages for the shared memory this config's other buffers take."""
+    staging = cfg.split_k == 1 and cfg.epilogue == "tma" and cfg.staging == "tile"
+    return max_stages(cfg.block_m, cfg.block_n, staging=staging, ctas_per_sm=cfg.ctas_per_sm,
+                      exchange=cfg.split_k if cfg.split_cluster else 0)
 
 
 def check(m: int, n: int, k: int) -> None:
@@ -318,8 +336,8 @@ def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
     limit = min(8 if cfg.split_cluster else cfg.split_k, nkb)
     sk = min((s for s in range(1, limit + 1) if nkb % s == 0), key=lambda s: (abs(s - cfg.split_k), -s))
     out = replace(cfg, n=n, k=k, block_n=bn, split_k=sk, split_reduce=cfg.split_reduce if sk > 1 else "global",
-                  stages=min(cfg.stages, max_stages(cfg.block_m, bn, staging=cfg.staging == "tile",
-                                                    ctas_per_sm=cfg.ctas_per_sm)))
+                  stages=cfg.stages)
+    out = replace(out, stages=min(cfg.stages, max_stages_for(out)))
     if out.split_cluster and bn > CLUSTER_SPLIT_MAX_BLOCK_N:
         return None
     for candidate in (out, replace(out, cluster=1, multicast="A")):

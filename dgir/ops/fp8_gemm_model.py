@@ -16,28 +16,19 @@ from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, legal_b
 
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
-L2_BW = 9.0e12                # L2 -> SM bandwidth that the no-promotion ceiling sustains (calibrated)
-# fraction of the tensor-core peak our math loop reaches per (BLOCK_M, BLOCK_N), measured on the H200 at
-# M = 4096 with full waves (bench/TUNING.md): e.g. 256x128 reached 1047 TFLOPS at N=7168, K=16384
-TC_EFFICIENCY = {(256, 128): 0.53, (256, 112): 0.44, (256, 96): 0.40, (256, 64): 0.33,
-                 (128, 128): 0.485, (128, 160): 0.42, (128, 192): 0.41, (128, 144): 0.385, (128, 112): 0.39,
-                 (128, 96): 0.36, (128, 64): 0.30}
-
-
-def tc_efficiency(block_m: int, block_n: int) -> float:
-    e = TC_EFFICIENCY.get((block_m, block_n))
-    if e is None:   # unmeasured: interpolate on BLOCK_N (smaller tiles pay more issue/promotion overhead)
-        e = 0.485 * min(1.0, block_n / 128) ** 0.6 * (0.87 if block_n > 128 else 1.0)
-        e *= {64: 0.85, 128: 1.0, 192: 1.0, 256: 1.05}[block_m]
-        if 128 % block_n:           # tiles straddling two B-scale blocks pay per-column scale selects
-            e *= 0.82
-    return e
+SMALL_M = 128                 # up to here the small-M constants (SMALL_M_MODEL) apply, above it MODEL
+# fraction of the tensor-core peak the first fit's math loop reached per (BLOCK_M, BLOCK_N), measured at
+# M = 4096 with full waves (bench/TUNING.md step 13): e.g. 256x128 reached 1047 TFLOPS at N=7168, K=16384
+FIRST_FIT_EFFICIENCY = ((256, 128, 0.53), (256, 112, 0.44), (256, 96, 0.40), (256, 64, 0.33),
+                        (128, 128, 0.485), (128, 160, 0.42), (128, 192, 0.41), (128, 144, 0.385), (128, 112, 0.39),
+                        (128, 96, 0.36), (128, 64, 0.30))
 
 
 @dataclass(frozen=True)
 class ModelParams:
-    """The constants of `model_seconds`, fitted by bench/fit_model.py on 210 measured configs
-    (bench/results/raw/tune10-12, the default rows of fp8_gemm_nt.json): geomean error x1.12."""
+    """The constants of `model_seconds`, fitted by bench/fit_model.py.  The defaults are the first
+    fit (bench/TUNING.md step 13, 210 measured configs of specs 10-12: geomean error x1.12), which
+    SMALL_M_MODEL keeps; MODEL is the refit of step 84 for M > SMALL_M."""
     launch: float = 6.4e-6            # launch and the first loads' latency
     kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
@@ -47,21 +38,63 @@ class ModelParams:
                                       # (traces of bench/TUNING.md step 23: ~0.13 + 0.83 us)
     shared_sm_chain: float = 1.08     # a K-block chain is this much slower when two CTAs share the SM
     multicast_gain: float = 0.03      # tensor-core time saved by multicast at long K (less L2 pressure)
+    l2_bw: float = 9.0e12             # L2 -> SM bandwidth that the no-promotion ceiling sustains (calibrated)
+    # the tensor cores' efficiency (fraction of peak) of a tile: measured entries (BLOCK_M, BLOCK_N, e),
+    # else tc_scale * (BLOCK_N / 128) ** tc_narrow_exp below 128 columns (narrow tiles pay more issue and
+    # promotion per FLOP) * tc_wide (wider, a multiple of 64) or tc_wide_odd (wider, other widths: their
+    # B-scale blocks change inside a 64-column panel) * the BLOCK_M factor * tc_straddle (tiles
+    # straddling two 128-column B-scale blocks select a scale per column group)
+    tc_table: tuple = FIRST_FIT_EFFICIENCY
+    tc_scale: float = 0.485
+    tc_narrow_exp: float = 0.6
+    tc_wide: float = 0.87
+    tc_wide_odd: float = 0.87
+    tc_block_m: tuple = ((64, 0.85), (128, 1.0), (192, 1.0), (256, 1.05))
+    tc_straddle: float = 0.82
 
 
-MODEL = ModelParams()
+# M <= SMALL_M: the first fit.  Measured configs decide there (the tuned table, step 82's carried
+# configs for unmeasured (N, K)); a refit on all M picked 128-row tiles measured up to 1.9x slower at
+# small M (step 45), and the carried-config rule is defined by the kinds of pick this model makes.
+SMALL_M_MODEL = ModelParams()
+# M > SMALL_M: refitted in step 84 on 364 measured configs of the current kernels at M > 128 (specs
+# 110-156 and the result run), including two rounds of its own picks timed (specs 155, 156): geomean
+# error x1.10 (the first fit: x1.34), the pick 1.003x the best measured config of a shape on average
+# (the first fit: 1.044x).  No measured table of efficiencies: one formula for every tile.
+MODEL = ModelParams(launch=5.65e-6, kb_latency=4.34e-8, kb_latency_per_col=1.6e-9, tile_overhead=1.57e-6,
+                    split_fixed=8.69e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
+                    tc_table=(), tc_scale=0.6062, tc_narrow_exp=0.3208, tc_wide=1.0875, tc_wide_odd=0.9787,
+                    tc_block_m=((64, 0.7671), (128, 1.0), (192, 1.1), (256, 1.1025)), tc_straddle=0.902)
 GPC_SMS = ((6, 16), (2, 18))   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
+
+
+def params_for(m: int) -> ModelParams:
+    return SMALL_M_MODEL if m <= SMALL_M else MODEL
+
+
+def tc_efficiency(block_m: int, block_n: int, params: ModelParams = SMALL_M_MODEL) -> float:
+    for bm, bn, e in params.tc_table:
+        if (bm, bn) == (block_m, block_n):
+            return e
+    P = params
+    e = P.tc_scale * min(1.0, block_n / 128) ** P.tc_narrow_exp
+    if block_n > 128:
+        e *= P.tc_wide if block_n % 64 == 0 else P.tc_wide_odd
+    e *= dict(P.tc_block_m)[block_m]
+    if 128 % block_n:           # tiles straddling two B-scale blocks pay per-column scale selects
+        e *= P.tc_straddle
+    return e
 
 
 def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: int = NUM_SMS,
                   split_k: int = 1, cluster: int = 1, multicast: str = "A", ctas_per_sm: int = 1,
-                  params: ModelParams = MODEL, split_reduce: str = "global") -> float:
+                  params: ModelParams | None = None, split_reduce: str = "global") -> float:
     """Modelled kernel time: the slowest of tensor-core work (by waves of tiles), the serial K-block
     chain of one CTA (plus a per-wave tile overhead), DRAM traffic (every byte once, plus split-K
     partials) and L2->SM traffic (each tile reads its A and B panels; a multicast operand once per
     cluster), plus launch latency and the split-K reduction (a global workspace pass, or a push
     through a cluster's distributed shared memory)."""
-    P = params
+    P = params or params_for(m)
     m = max(m, 1)
     kb = ceil_div(k, BLOCK_K) // split_k
     tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
@@ -72,7 +105,7 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
         resident = sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS)
         waves = ceil_div(tiles, max(1, resident))
-    per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n)
+    per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P)
     t_tc = waves * ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
@@ -81,12 +114,12 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 and not in_cluster else 0)) / HBM_BW
     a_rows = block_m / cluster if (cluster > 1 and multicast == "A") else block_m
     b_rows = block_n / cluster if (cluster > 1 and multicast == "B") else block_n
-    t_l2 = ctas * kb * BLOCK_K * (a_rows + b_rows) / L2_BW
+    t_l2 = ctas * kb * BLOCK_K * (a_rows + b_rows) / P.l2_bw
     t_split = 0.0
     if in_cluster:
         t_split = P.split_cluster_fixed
     elif split_k > 1:   # every CTA writes an FP32 partial; the reducing CTA reads all of its tile's
-        t_split = P.split_fixed + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (L2_BW / num_sms)
+        t_split = P.split_fixed + ceil_div(tiles, num_sms) * (split_k + 1) * block_m * block_n * 4 / (P.l2_bw / num_sms)
     return max(t_tc, t_chain, t_dram, t_l2) + P.launch + t_split
 
 
@@ -95,8 +128,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
     fill the SMs | 2-CTA clusters multicasting A or B when there are several waves | two CTAs per SM
     for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
     candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked
-    configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23);
-    the tuned table chooses it where measured."""
+    configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23),
+    and the refit for M > 128 (step 84) would pick it, with shallow rings, at 11 of 84 coverage
+    shapes where no such config was ever timed; the tuned table chooses it where measured."""
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 192, 256):
@@ -121,7 +155,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
                                 yield cfg
 
 
-def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelParams = MODEL) -> float:
+def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelParams | None = None) -> float:
     return model_seconds(m, n, k, cfg.block_m, cfg.block_n, cfg.num_sms, cfg.split_k, cfg.cluster, cfg.multicast,
                          cfg.ctas_per_sm, params, cfg.split_reduce)
 
