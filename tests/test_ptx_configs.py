@@ -109,6 +109,11 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     (dict(cluster=2, num_sms=131), "needs num_sms divisible by it"),
     (dict(ctas_per_sm=3), "ctas_per_sm must be 1 or 2"),
     (dict(ctas_per_sm=2, block_m=128), "ctas_per_sm=2 is for block_m=64 without multicast clusters"),
+    (dict(ctas_per_sm=2, block_m=64, block_n=208), "too few for a 64x208 wgmma .* block_n must be <= 200"),
+    (dict(ctas_per_sm=2, block_m=64, block_n=256, promotion="rescaled"), "block_n must be <= 128"),
+    (dict(swizzle_group=0), "swizzle_group .* must be an int >= 1"),
+    (dict(num_sms=0), "num_sms must be an int >= 1"),
+    (dict(stages=2.5), "stages must be an int >= 1"),
     (dict(promotion="fp16"), "promotion must be 'fp32' or 'rescaled'"),
     (dict(promotion="rescaled", block_n=96), "block_n must divide 128 or be a multiple of it, got 96"),
     (dict(promotion="rescaled", block_m=256), "needs one 64-row wave per math warpgroup"),
@@ -249,3 +254,17 @@ def test_persistent_loop_bound_without_division(monkeypatch):
     rcp = [sum(op.startswith("MUFU") for op in _sass_ops(r)) for r in (plain, res)]
     assert rcp[1] == rcp[0] - 2, rcp
     assert res.resources.spill_stores == 0
+
+
+@pytest.mark.parametrize("promotion,widest,refused", [("fp32", 200, 208), ("rescaled", 128, 256)])
+def test_the_widest_two_cta_tile_assembles(promotion, widest, refused):
+    """TWO_CTA_MAX_BLOCK_N is where ptxas stops: the widest legal 2-CTA tile assembles (it may spill),
+    and check_config refuses the next legal width, on which ptxas would fail (C7602)."""
+    from dgir.ops import OpError
+    from dgir.ops.fp8_gemm import TWO_CTA_MAX_BLOCK_N, check_config
+    assert widest <= TWO_CTA_MAX_BLOCK_N[promotion] < refused
+    cfg = Fp8GemmConfig(n=8 * widest, k=2048, block_m=64, block_n=widest, stages=2, ctas_per_sm=2, promotion=promotion)
+    assert compile("fp8_gemm_nt", m=64, n=cfg.n, k=cfg.k, config=cfg).cubin[:4] == b"\x7fELF"
+    with pytest.raises(OpError, match="too few"):
+        check_config(Fp8GemmConfig(n=8 * refused, k=2048, block_m=64, block_n=refused, stages=2, ctas_per_sm=2,
+                                   promotion=promotion))

@@ -219,6 +219,10 @@ def smem_limit(ctas_per_sm: int = 1) -> int:
 
 
 MAX_STAGES = 12
+# widest BLOCK_N whose wgmma ptxas can compile in the 128 registers of two CTAs per SM (a scan of
+# every width: 208 and up fail with the FP32 partial beside the accumulator; without it, 256, the
+# only legal width of the rescaled promotion above 128)
+TWO_CTA_MAX_BLOCK_N = {"fp32": 200, "rescaled": 128}
 
 
 def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | None:
@@ -433,6 +437,11 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
         raise OpError("fp8_gemm_nt: ctas_per_sm=2 is for block_m=64 without multicast clusters (one math "
                       "warpgroup, half the register file per CTA)")
+    widest = TWO_CTA_MAX_BLOCK_N[cfg.promotion]
+    if cfg.ctas_per_sm > 1 and cfg.block_n > widest:
+        raise OpError(f"fp8_gemm_nt: ctas_per_sm=2 leaves 128 registers per thread, too few for a 64x{cfg.block_n} "
+                      f"wgmma with promotion={cfg.promotion!r} (ptxas: insufficient registers); block_n must be "
+                      f"<= {widest}, got {cfg.block_n}")
 
 
 def lower(cfg: Fp8GemmConfig) -> Node:

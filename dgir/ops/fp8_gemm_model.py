@@ -42,15 +42,17 @@ class ModelParams:
     # the tensor cores' efficiency (fraction of peak) of a tile: measured entries (BLOCK_M, BLOCK_N, e),
     # else tc_scale * (BLOCK_N / 128) ** tc_narrow_exp below 128 columns (narrow tiles pay more issue and
     # promotion per FLOP) * tc_wide (wider, a multiple of 64) or tc_wide_odd (wider, other widths: their
-    # B-scale blocks change inside a 64-column panel) * the BLOCK_M factor * tc_straddle (tiles
-    # straddling two 128-column B-scale blocks select a scale per column group)
+    # B-scale blocks change inside a 64-column panel) * the BLOCK_M factor * tc_straddle (narrower) or
+    # tc_straddle_wide (wider) for tiles that straddle two 128-column B-scale blocks (a scale select
+    # per column group)
     tc_table: tuple = FIRST_FIT_EFFICIENCY
     tc_scale: float = 0.485
     tc_narrow_exp: float = 0.6
     tc_wide: float = 0.87
     tc_wide_odd: float = 0.87
     tc_block_m: tuple = ((64, 0.85), (128, 1.0), (192, 1.0), (256, 1.05))
-    tc_straddle: float = 0.82
+    tc_straddle: float = 0.82        # narrower than 128 (48, 80, 96, 104, 112, 120 ...)
+    tc_straddle_wide: float = 0.82   # wider than 128, besides tc_wide / tc_wide_odd
 
 
 # M <= SMALL_M: the first fit.  Measured configs decide there (the tuned table, step 82's carried
@@ -61,10 +63,14 @@ SMALL_M_MODEL = ModelParams()
 # 110-156 and the result run), including two rounds of its own picks timed (specs 155, 156): geomean
 # error x1.10 (the first fit: x1.34), the pick 1.003x the best measured config of a shape on average
 # (the first fit: 1.044x).  No measured table of efficiencies: one formula for every tile.
-MODEL = ModelParams(launch=5.65e-6, kb_latency=4.34e-8, kb_latency_per_col=1.6e-9, tile_overhead=1.57e-6,
-                    split_fixed=8.69e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
-                    tc_table=(), tc_scale=0.6062, tc_narrow_exp=0.3208, tc_wide=1.0875, tc_wide_odd=0.9787,
-                    tc_block_m=((64, 0.7671), (128, 1.0), (192, 1.1), (256, 1.1025)), tc_straddle=0.902)
+MODEL = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6e-9, tile_overhead=2.159e-6,
+                    split_fixed=8.255e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
+                    tc_table=((64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
+                              (128, 128, 0.6062), (128, 144, 0.5351), (128, 160, 0.5351), (128, 192, 0.5946),
+                              (192, 64, 0.5339), (192, 128, 0.6668), (256, 128, 0.6683)),
+                    tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
+                    tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
+                    tc_straddle_wide=0.902)
 GPC_SMS = ((6, 16), (2, 18))   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 
 
@@ -82,7 +88,7 @@ def tc_efficiency(block_m: int, block_n: int, params: ModelParams = SMALL_M_MODE
         e *= P.tc_wide if block_n % 64 == 0 else P.tc_wide_odd
     e *= dict(P.tc_block_m)[block_m]
     if 128 % block_n:           # tiles straddling two B-scale blocks pay per-column scale selects
-        e *= P.tc_straddle
+        e *= P.tc_straddle_wide if block_n > 128 else P.tc_straddle
     return e
 
 
