@@ -38,7 +38,7 @@ def get_mn_major_tma_aligned_tensor(sf: torch.Tensor) -> torch.Tensor:
     On the GPU the copy is dgir's LLVM-built transpose kernel; on the CPU, torch."""
     m, kb = sf.shape
     m4 = ceil_div(m, 4) * 4
-    if sf.stride(0) == 1 and sf.stride(1) == m4:
+    if sf.stride(0) == 1 and sf.stride(1) == m4 and sf.data_ptr() % 16 == 0:
         return sf
     buf = torch.empty((kb, m4), dtype=torch.float32, device=sf.device)
     if sf.is_cuda and sf.dtype == torch.float32 and m and kb:
@@ -152,6 +152,9 @@ def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):
             _fail(name, "K-major (stride(1) == 1) with a row stride that is a multiple of 16 bytes", _describe(t))
     if d.stride(1) != 1 or d.stride(0) != N:
         _fail("d", "contiguous row-major", _describe(d))
+    for name, t in (("a[0]", A), ("b[0]", B), ("d", d)):      # TMA reads and writes them: 16-byte bases
+        if t.numel() and t.data_ptr() % 16:
+            _fail(name, "16-byte aligned (TMA)", f"{_describe(t)} at 0x{t.data_ptr():x}")
     if M == 0 or N == 0:
         return None
     check_dims(M, N, K)
@@ -164,7 +167,7 @@ def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):
     # caller's scales are laid out otherwise, the plan owns a staging buffer refreshed every call.
     m4 = ceil_div(M, 4) * 4
     sfa_staging = sfb_staging = None
-    if sfa.stride(0) == 1 and sfa.stride(1) == m4:
+    if sfa.stride(0) == 1 and sfa.stride(1) == m4 and sfa.data_ptr() % 16 == 0:   # TMA-ready in place
         sfa_storage = torch.as_strided(sfa, (kb, M), (m4, 1))
     else:
         sfa_staging = torch.empty((kb, m4), dtype=torch.float32, device=device)[:, :M]

@@ -178,10 +178,22 @@ def _bad_cases():
         ("cpu d", ((A, sfa), (B, sfb), d.cpu()), r"`d` must be a CUDA tensor"),
         ("n not multiple of 8", ((A, sfa), (B[:250], sfb), torch.empty(64, 250, dtype=torch.bfloat16, device="cuda")),
          r"n must be a positive multiple of 8"),
+        # views whose first element is not 16-byte aligned (rows of A, B and D are, by the checks above)
+        ("misaligned a", ((_offset(A, 8), sfa), (B, sfb), d), r"`a\[0\]` must be 16-byte aligned"),
+        ("misaligned b", ((A, sfa), (_offset(B, 4), sfb), d), r"`b\[0\]` must be 16-byte aligned"),
+        ("misaligned d", ((A, sfa), (B, sfb), _offset(d, 2)), r"`d` must be 16-byte aligned"),
     ]
 
 
-@pytest.mark.parametrize("i", range(11))
+def _offset(t, elements):
+    """t's values in a fresh view that starts `elements` into its storage (same shape and strides)."""
+    buf = torch.empty(t.numel() + elements, dtype=t.dtype, device=t.device)
+    out = buf[elements:].view(t.shape)
+    out.copy_(t)
+    return out
+
+
+@pytest.mark.parametrize("i", range(14))
 def test_bad_input_raises_before_launch(i):
     from dgir import deep_gemm
     name, (a, b, d), pattern = _bad_cases()[i]
@@ -210,7 +222,7 @@ def test_device_properties_of_the_h200():
     assert p.smem_optin == 232448
 
 
-@pytest.mark.parametrize("layout", ["row_major", "transposed_view", "strided"])
+@pytest.mark.parametrize("layout", ["row_major", "transposed_view", "strided", "offset_mn_major"])
 def test_sfa_in_any_layout(layout):
     """SFA in other layouts is brought into the kernel's by the LLVM-built transpose kernel."""
     from dgir import deep_gemm
@@ -222,13 +234,18 @@ def test_sfa_in_any_layout(layout):
         sfa = torch.empty(sfa.shape[1], m + 3, device="cuda")[:, :m].t().copy_(sfa)
     elif layout == "strided":
         sfa = torch.empty(m, 2 * sfa.shape[1], device="cuda")[:, ::2].copy_(sfa)
+    elif layout == "offset_mn_major":    # the kernel's strides, but 4 bytes off a 16-byte boundary: staged
+        kb, m4 = sfa.shape[1], (m + 3) // 4 * 4
+        buf = torch.empty(kb * m4 + 1, device="cuda")[1:]
+        sfa = torch.as_strided(buf, (m, kb), (1, m4)).copy_(sfa)
+        assert sfa.data_ptr() % 16
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)       # the warm (planned) path too
     torch.cuda.synchronize()
     assert torch.isfinite(d).all() and calc_diff(d.double(), ref) < 1e-3
     t = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
-    assert torch.equal(t, sfa) and t.stride() == (1, (m + 3) // 4 * 4)
+    assert torch.equal(t, sfa) and t.stride() == (1, (m + 3) // 4 * 4) and t.data_ptr() % 16 == 0
 
 
 def _run_config(m, n, k, cfg, variant, passes=None, runs=1):

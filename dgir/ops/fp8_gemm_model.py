@@ -59,10 +59,11 @@ class ModelParams:
 # configs for unmeasured (N, K)); a refit on all M picked 128-row tiles measured up to 1.9x slower at
 # small M (step 45), and the carried-config rule is defined by the kinds of pick this model makes.
 SMALL_M_MODEL = ModelParams()
-# M > SMALL_M: refitted in step 84 on 364 measured configs of the current kernels at M > 128 (specs
-# 110-156 and the result run), including two rounds of its own picks timed (specs 155, 156): geomean
-# error x1.10 (the first fit: x1.34), the pick 1.003x the best measured config of a shape on average
-# (the first fit: 1.044x).  No measured table of efficiencies: one formula for every tile.
+# M > SMALL_M: refitted in step 84 on 459 timed configs of the current kernels at M > 128 (specs
+# 110-157 and the result run), including three rounds of its own picks timed (specs 155-157).  Tiles
+# with 8 or more timed configs have their own efficiency entry, the others the formula.  Geomean
+# error x1.092 (the first fit: x1.339); the pick 1.006x the best timed config of its shape on average
+# (the first fit: 1.066x); on held-out shapes (spec 158) 0.942x the first fit's picks' time.
 MODEL = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6e-9, tile_overhead=2.159e-6,
                     split_fixed=8.255e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
                     tc_table=((64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
