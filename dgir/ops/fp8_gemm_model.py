@@ -17,6 +17,7 @@ from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, legal_b
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
 SMALL_M = 128                 # up to here the small-M constants (SMALL_M_MODEL) apply, above it MODEL
+TRANSITION_M = 320            # up to here choose_config keeps SMALL_M_MODEL's pick unless it is a global split-K
 # fraction of the tensor-core peak the first fit's math loop reached per (BLOCK_M, BLOCK_N), measured at
 # M = 4096 with full waves (bench/TUNING.md step 13): e.g. 256x128 reached 1047 TFLOPS at N=7168, K=16384
 FIRST_FIT_EFFICIENCY = ((256, 128, 0.53), (256, 112, 0.44), (256, 96, 0.40), (256, 64, 0.33),
@@ -169,8 +170,21 @@ def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelPara
 
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
     """The candidate with the least modelled time (ties: no split, one CTA per SM, no cluster, larger
-    BLOCK_N, then BLOCK_M)."""
+    BLOCK_N, then BLOCK_M), under SMALL_M_MODEL up to SMALL_M and MODEL above TRANSITION_M.  In
+    between, SMALL_M_MODEL's pick unless it is a split-K through the global workspace, the kind of
+    pick that model misjudges (step 82 replaces it below SMALL_M); then MODEL's (step 84: on held-out
+    cells at M = 136-320, MODEL's own picks were 0.98x the first fit's time on average but up to
+    1.63x slower where it chose 128-row tiles, while its replacements of global split-K picks ran
+    0.33-0.94x)."""
     check(m, n, k)
+    if SMALL_M < m <= TRANSITION_M:
+        first = _least(m, n, k, num_sms, SMALL_M_MODEL)
+        if not (first.split_k > 1 and not first.split_cluster):
+            return first
+    return _least(m, n, k, num_sms, params_for(m))
+
+
+def _least(m, n, k, num_sms, params: ModelParams) -> Fp8GemmConfig:
     return min(candidate_configs(m, n, k, num_sms),
-               key=lambda c: (config_seconds(m, n, k, c), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
+               key=lambda c: (config_seconds(m, n, k, c, params), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
                               -c.block_m))
