@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
 from dgir.ops.fp8_gemm_model import (MODEL, SMALL_M, SMALL_M_MODEL, ModelParams, candidate_configs,
-                                     config_seconds, tc_efficiency)
+                                     choose_config, config_seconds, tc_efficiency)
 
 ROOT = Path(__file__).resolve().parent / "results"
 FIRST_SPEC = 110
@@ -90,9 +90,10 @@ def score(rows, params: ModelParams) -> tuple[float, float]:
 UNMEASURED_REGRET = 1.10    # what fit() charges for a pick no spec has timed (bench/TUNING.md step 84)
 
 
-def picks(rows, params: ModelParams) -> tuple[int, int, float]:
+def picks(rows, params: ModelParams | None = None) -> tuple[int, int, float]:
     """Over shapes with several measured configs: (the chooser's picks that were measured, those never
-    measured, the mean regret of the measured ones)."""
+    measured, the mean regret of the measured ones).  The chooser: the least modelled time under
+    `params`, or (None) the API's own `choose_config` (both constant sets, by M)."""
     by_shape = defaultdict(dict)
     for m, n, k, c, t in rows:
         by_shape[(m, n, k)][_tile(c)] = min(t, by_shape[(m, n, k)].get(_tile(c), math.inf))
@@ -100,7 +101,7 @@ def picks(rows, params: ModelParams) -> tuple[int, int, float]:
     shapes = [s for s, v in by_shape.items() if len(v) > 1]
     for s in shapes:
         v = by_shape[s]
-        t = v.get(_tile(choose(*s, params)))
+        t = v.get(_tile(choose(*s, params) if params is not None else choose_config(*s)))
         if t is not None:
             measured += 1
             regrets.append(t / min(v.values()))
@@ -182,12 +183,13 @@ def main():
     small = [r for r in rows if r[0] <= SMALL_M]
     large = [r for r in rows if r[0] > SMALL_M]
     print(f"{len(rows)} configs at {len({r[:3] for r in rows})} shapes from {len(data_files())} files")
-    print(f"M <= {SMALL_M} ({len(small)} configs):")
-    report(small, "SMALL_M_MODEL (used)", SMALL_M_MODEL)
-    report(small, "MODEL", MODEL)
-    print(f"M > {SMALL_M} ({len(large)} configs):")
-    report(large, "SMALL_M_MODEL", SMALL_M_MODEL)
-    report(large, "MODEL (used)", MODEL)
+    for label, part in ((f"M <= {SMALL_M}", small), (f"M > {SMALL_M}", large)):
+        print(f"{label} ({len(part)} configs):")
+        report(part, "SMALL_M_MODEL", SMALL_M_MODEL)
+        report(part, "MODEL", MODEL)
+        measured, unmeasured, regret = picks(part)
+        print(f"  choose_config (the API's model choice): {measured} picks measured (regret x{regret:.3f}), "
+              f"{unmeasured} never measured")
     if args.fit:
         p = fit(large, MODEL)
         report(large, "refitted", p)

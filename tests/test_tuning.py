@@ -270,3 +270,21 @@ def test_the_api_config_of_an_unmeasured_shape_fits_the_shared_memory(m, n, k):
     cfg = deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
     res = compile("fp8_gemm_nt", m=m, n=n, k=k, config=cfg, assemble=False, verify=True)
     assert res.ir.get("smem_bytes") <= 232448 // cfg.ctas_per_sm
+
+
+def test_the_model_choice_by_m_range():
+    """choose_config: the first fit up to M = 128; between 129 and TRANSITION_M its pick unless that
+    is a split-K through the global workspace, which gives way to the refit's; above, the refit."""
+    from dgir.ops.fp8_gemm_model import (MODEL, SMALL_M, SMALL_M_MODEL, TRANSITION_M, _least,
+                                         choose_config)
+    first = lambda m, n, k: _least(m, n, k, 132, SMALL_M_MODEL)      # noqa: E731
+    refit = lambda m, n, k: _least(m, n, k, 132, MODEL)              # noqa: E731
+    assert choose_config(SMALL_M, 2304, 16384) == first(SMALL_M, 2304, 16384)
+    # 320 x 2304 x 16384: the first fit splits K by 8 through the workspace (spec 159: 128.1 us, the
+    # refit's 128x64 41.7 us); 136 x 3584 x 10240: it picks 64x88 unsplit (28.4 us, the refit's 46.2)
+    split = first(TRANSITION_M, 2304, 16384)
+    assert split.split_k > 1 and not split.split_cluster
+    assert choose_config(TRANSITION_M, 2304, 16384) == refit(TRANSITION_M, 2304, 16384) != split
+    assert first(136, 3584, 10240) != refit(136, 3584, 10240)
+    assert choose_config(136, 3584, 10240) == first(136, 3584, 10240)
+    assert choose_config(TRANSITION_M + 64, 3584, 10240) == refit(TRANSITION_M + 64, 3584, 10240)
