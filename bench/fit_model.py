@@ -1,13 +1,14 @@
 """Fit the cost model's constants (dgir.ops.fp8_gemm_model.ModelParams) to committed measurements.
 
     python bench/fit_model.py                 # report both constant sets against the data
-    python bench/fit_model.py --fit           # coordinate search from MODEL on M > SMALL_M; prints the result
+    python bench/fit_model.py --fit           # coordinate search from REFIT on M > 128; prints the result
 
 Data: every timed row of the current kernels, variant "default" (no ablation), read back to its config
 from the kernel name: bench/results/raw/tune{110..}_exp.json (since the L2 hint of step 61 and the
 re-sweep of step 63) and the default rows of bench/results/fp8_gemm_nt.json; repeated timings of a
-config at a shape count once, by their median.  Reported per regime (M <= SMALL_M: SMALL_M_MODEL,
-M > SMALL_M: MODEL): the geometric-mean |log(measured / model)| error, and over the shapes with several
+config at a shape count once, by their median.  Reported per regime (M <= FIRST_FIT_MAX_M, where
+the API's choice uses FIRST_FIT, and above, REFIT; REFIT is fitted on every row above M = 128) for
+both constant sets: the geometric-mean |log(measured / model)| error, and over the shapes with several
 measured configs, the regret of the chooser's pick (its measured time over the best measured time)
 and how many of its picks were never measured (the fit cannot vouch for those: time them, add the
 spec here, refit; bench/TUNING.md steps 45 and 84).
@@ -24,7 +25,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
-from dgir.ops.fp8_gemm_model import (MODEL, SMALL_M, SMALL_M_MODEL, ModelParams, candidate_configs,
+from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, REFIT, ModelParams, candidate_configs,
                                      choose_config, config_seconds, tc_efficiency)
 
 ROOT = Path(__file__).resolve().parent / "results"
@@ -180,19 +181,20 @@ def main():
     ap.add_argument("--fit", action="store_true")
     args = ap.parse_args()
     rows = load_rows()
-    small = [r for r in rows if r[0] <= SMALL_M]
-    large = [r for r in rows if r[0] > SMALL_M]
+    small = [r for r in rows if r[0] <= FIRST_FIT_MAX_M]
+    large = [r for r in rows if r[0] > FIRST_FIT_MAX_M]
     print(f"{len(rows)} configs at {len({r[:3] for r in rows})} shapes from {len(data_files())} files")
-    for label, part in ((f"M <= {SMALL_M}", small), (f"M > {SMALL_M}", large)):
+    for label, part in ((f"M <= {FIRST_FIT_MAX_M}", small), (f"M > {FIRST_FIT_MAX_M}", large)):
         print(f"{label} ({len(part)} configs):")
-        report(part, "SMALL_M_MODEL", SMALL_M_MODEL)
-        report(part, "MODEL", MODEL)
+        report(part, "FIRST_FIT", FIRST_FIT)
+        report(part, "REFIT", REFIT)
         measured, unmeasured, regret = picks(part)
         print(f"  choose_config (the API's model choice): {measured} picks measured (regret x{regret:.3f}), "
               f"{unmeasured} never measured")
     if args.fit:
-        p = fit(large, MODEL)
-        report(large, "refitted", p)
+        above_128 = [r for r in rows if r[0] > 128]
+        p = fit(above_128, REFIT)
+        report(above_128, "refitted (M > 128)", p)
         print(p)
 
 

@@ -131,11 +131,11 @@ def test_autotune_candidates_are_the_models_best_first():
 def test_autotune_leaves_out_global_splits_of_tall_tiles():
     """Global split-K configs of 128- and 256-row tiles ran 1.5-2.6x slower than the model's first pick
     wherever the model ranked them among its six best (spec 153, the first fit's constants); the refit
-    (step 84) still ranks one at 1024 x 4096 x 7168.  The next ranked configs replace them."""
+    (step 84) still ranks one at 1024 x 2048 x 16384.  The next ranked configs replace them."""
     from dgir.ops.fp8_gemm_model import candidate_configs
-    ranked = sorted(candidate_configs(1024, 4096, 7168, 132), key=lambda x: config_seconds(1024, 4096, 7168, x))
+    ranked = sorted(candidate_configs(1024, 2048, 16384, 132), key=lambda x: config_seconds(1024, 2048, 16384, x))
     assert any(x.split_k > 1 and x.block_m >= 128 for x in ranked[:6])
-    c = candidates(1024, 4096, 7168, 132, top=6)
+    c = candidates(1024, 2048, 16384, 132, top=6)
     assert not any(x.split_k > 1 and x.split_reduce == "global" and x.block_m >= 128 for x in c)
     kept = [x for x in c if x.split_reduce == "global"]
     assert len(kept) == 6 and kept == [x for x in ranked if x in kept]        # still in the model's order
@@ -273,18 +273,24 @@ def test_the_api_config_of_an_unmeasured_shape_fits_the_shared_memory(m, n, k):
 
 
 def test_the_model_choice_by_m_range():
-    """choose_config: the first fit up to M = 128; between 129 and TRANSITION_M its pick unless that
-    is a split-K through the global workspace, which gives way to the refit's; above, the refit."""
-    from dgir.ops.fp8_gemm_model import (MODEL, SMALL_M, SMALL_M_MODEL, TRANSITION_M, _least,
-                                         choose_config)
-    first = lambda m, n, k: _least(m, n, k, 132, SMALL_M_MODEL)      # noqa: E731
-    refit = lambda m, n, k: _least(m, n, k, 132, MODEL)              # noqa: E731
-    assert choose_config(SMALL_M, 2304, 16384) == first(SMALL_M, 2304, 16384)
-    # 320 x 2304 x 16384: the first fit splits K by 8 through the workspace (spec 159: 128.1 us, the
-    # refit's 128x64 41.7 us); 136 x 3584 x 10240: it picks 64x88 unsplit (28.4 us, the refit's 46.2)
-    split = first(TRANSITION_M, 2304, 16384)
-    assert split.split_k > 1 and not split.split_cluster
-    assert choose_config(TRANSITION_M, 2304, 16384) == refit(TRANSITION_M, 2304, 16384) != split
-    assert first(136, 3584, 10240) != refit(136, 3584, 10240)
-    assert choose_config(136, 3584, 10240) == first(136, 3584, 10240)
-    assert choose_config(TRANSITION_M + 64, 3584, 10240) == refit(TRANSITION_M + 64, 3584, 10240)
+    """choose_config: the first fit up to FIRST_FIT_MAX_M (at 136 x 3584 x 10240 the refit's 128x64
+    ran 46.2 us against the first fit's 64x88 at 28.4, spec 159), the refit above."""
+    from dgir.ops.fp8_gemm_model import FIRST_FIT, FIRST_FIT_MAX_M, REFIT, choose_config, least
+    assert least(136, 3584, 10240, 132, FIRST_FIT) != least(136, 3584, 10240, 132, REFIT)
+    assert choose_config(136, 3584, 10240) == least(136, 3584, 10240, 132, FIRST_FIT)
+    assert choose_config(FIRST_FIT_MAX_M, 3584, 10240) == least(FIRST_FIT_MAX_M, 3584, 10240, 132, FIRST_FIT)
+    m = FIRST_FIT_MAX_M + 1
+    assert choose_config(m, 3584, 10240) == least(m, 3584, 10240, 132, REFIT)
+
+
+def test_split_k_candidates_take_one_round_at_most():
+    """A global split-K won at 19 measured shapes, each within one round of CTAs; 20 timed multi-round
+    ones ran 2.1x the best (144 x 3072 x 20480: the first fit's 64x128 split of 8, 576 CTAs, 120.3 us
+    against 35.3).  The candidates stop at one round."""
+    from dgir.ops.fp8_gemm import ceil_div
+    from dgir.ops.fp8_gemm_model import candidate_configs
+    for m, n, k in ((144, 3072, 20480), (64, 576, 7168), (320, 2304, 16384), (1000, 896, 14336)):
+        for c in candidate_configs(m, n, k, 132):
+            if c.split_k > 1:
+                assert ceil_div(m, c.block_m) * c.n_blocks * c.split_k <= 132 * c.ctas_per_sm, c
+    assert any(c.split_k > 1 for c in candidate_configs(64, 576, 7168, 132))

@@ -16,8 +16,7 @@ from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, legal_b
 
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
-SMALL_M = 128                 # up to here the small-M constants (SMALL_M_MODEL) apply, above it MODEL
-TRANSITION_M = 320            # up to here choose_config keeps SMALL_M_MODEL's pick unless it is a global split-K
+FIRST_FIT_MAX_M = 320         # up to here the first fit's constants (FIRST_FIT) apply, above it REFIT's
 # fraction of the tensor-core peak the first fit's math loop reached per (BLOCK_M, BLOCK_N), measured at
 # M = 4096 with full waves (bench/TUNING.md step 13): e.g. 256x128 reached 1047 TFLOPS at N=7168, K=16384
 FIRST_FIT_EFFICIENCY = ((256, 128, 0.53), (256, 112, 0.44), (256, 96, 0.40), (256, 64, 0.33),
@@ -29,7 +28,7 @@ FIRST_FIT_EFFICIENCY = ((256, 128, 0.53), (256, 112, 0.44), (256, 96, 0.40), (25
 class ModelParams:
     """The constants of `model_seconds`, fitted by bench/fit_model.py.  The defaults are the first
     fit (bench/TUNING.md step 13, 210 measured configs of specs 10-12: geomean error x1.12), which
-    SMALL_M_MODEL keeps; MODEL is the refit of step 84 for M > SMALL_M."""
+    FIRST_FIT keeps; REFIT is the refit of step 84, for M > FIRST_FIT_MAX_M."""
     launch: float = 6.4e-6            # launch and the first loads' latency
     kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
@@ -56,16 +55,18 @@ class ModelParams:
     tc_straddle_wide: float = 0.82   # wider than 128, besides tc_wide / tc_wide_odd
 
 
-# M <= SMALL_M: the first fit.  Measured configs decide there (the tuned table, step 82's carried
-# configs for unmeasured (N, K)); a refit on all M picked 128-row tiles measured up to 1.9x slower at
-# small M (step 45), and the carried-config rule is defined by the kinds of pick this model makes.
-SMALL_M_MODEL = ModelParams()
-# M > SMALL_M: refitted in step 84 on 459 timed configs of the current kernels at M > 128 (specs
+# M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
+# 82's carried configs for unmeasured (N, K)); a refit on all M picked 128-row tiles measured up to
+# 1.9x slower at small M (step 45), and the carried-config rule is defined by the kinds of pick this
+# model makes.  Up to M = 320 the refit below lost up to 1.63x on held-out shapes with 128-row tiles
+# where this fit's 64-row ones ran faster (step 84, spec 159).
+FIRST_FIT = ModelParams()
+# M > FIRST_FIT_MAX_M: refitted in step 84 on 459 timed configs of the current kernels at M > 128 (specs
 # 110-157 and the result run), including three rounds of its own picks timed (specs 155-157).  Tiles
 # with 8 or more timed configs have their own efficiency entry, the others the formula.  Geomean
 # error x1.092 (the first fit: x1.339); the pick 1.006x the best timed config of its shape on average
-# (the first fit: 1.066x); on held-out shapes (spec 158) 0.942x the first fit's picks' time.
-MODEL = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6e-9, tile_overhead=2.159e-6,
+# (the first fit: 1.066x); on held-out shapes 0.92-0.94x the first fit's picks' time (specs 158-160).
+REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6e-9, tile_overhead=2.159e-6,
                     split_fixed=8.255e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
                     tc_table=((64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
                               (128, 128, 0.6062), (128, 144, 0.5351), (128, 160, 0.5351), (128, 192, 0.5946),
@@ -77,10 +78,10 @@ GPC_SMS = ((6, 16), (2, 18))   # (GPCs, SMs each) of the H200's 132 SMs, for clu
 
 
 def params_for(m: int) -> ModelParams:
-    return SMALL_M_MODEL if m <= SMALL_M else MODEL
+    return FIRST_FIT if m <= FIRST_FIT_MAX_M else REFIT
 
 
-def tc_efficiency(block_m: int, block_n: int, params: ModelParams = SMALL_M_MODEL) -> float:
+def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT) -> float:
     for bm, bn, e in params.tc_table:
         if (bm, bn) == (block_m, block_n):
             return e
@@ -137,7 +138,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
     for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
     candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked
     configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23),
-    and the refit for M > 128 (step 84) would pick it, with shallow rings, at 11 of 84 coverage
+    and the refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage
     shapes where no such config was ever timed; the tuned table chooses it where measured."""
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
@@ -150,7 +151,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
                 stages = max_stages(bm, bn, ctas_per_sm=occ)
                 if stages < (3 if occ == 1 else 2):
                     continue
-                for sk in (splits if tiles < num_sms * occ else [1]):
+                # split-K fills the SMs: one round of split CTAs at most (the 19 shapes a global split
+                # won were all one round; 20 timed multi-round ones ran 2.1x the best, step 84)
+                for sk in [s for s in splits if s == 1 or tiles * s <= num_sms * occ]:
                     if bm == 192 and three_warpgroup_spill(bn, sk):
                         continue
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
@@ -169,22 +172,13 @@ def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelPara
 
 
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
-    """The candidate with the least modelled time (ties: no split, one CTA per SM, no cluster, larger
-    BLOCK_N, then BLOCK_M), under SMALL_M_MODEL up to SMALL_M and MODEL above TRANSITION_M.  In
-    between, SMALL_M_MODEL's pick unless it is a split-K through the global workspace, the kind of
-    pick that model misjudges (step 82 replaces it below SMALL_M); then MODEL's (step 84: on held-out
-    cells at M = 136-320, MODEL's own picks were 0.98x the first fit's time on average but up to
-    1.63x slower where it chose 128-row tiles, while its replacements of global split-K picks ran
-    0.33-0.94x)."""
+    """The candidate with the least modelled time under `params_for(m)` (ties: no split, one CTA per
+    SM, no cluster, larger BLOCK_N, then BLOCK_M)."""
     check(m, n, k)
-    if SMALL_M < m <= TRANSITION_M:
-        first = _least(m, n, k, num_sms, SMALL_M_MODEL)
-        if not (first.split_k > 1 and not first.split_cluster):
-            return first
-    return _least(m, n, k, num_sms, params_for(m))
+    return least(m, n, k, num_sms, params_for(m))
 
 
-def _least(m, n, k, num_sms, params: ModelParams) -> Fp8GemmConfig:
+def least(m, n, k, num_sms: int, params: ModelParams) -> Fp8GemmConfig:
     return min(candidate_configs(m, n, k, num_sms),
                key=lambda c: (config_seconds(m, n, k, c, params), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
                               -c.block_m))
