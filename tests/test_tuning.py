@@ -294,3 +294,20 @@ def test_split_k_candidates_take_one_round_at_most():
             if c.split_k > 1:
                 assert ceil_div(m, c.block_m) * c.n_blocks * c.split_k <= 132 * c.ctas_per_sm, c
     assert any(c.split_k > 1 for c in candidate_configs(64, 576, 7168, 132))
+
+
+def test_each_constant_set_is_the_better_chooser_where_it_is_used():
+    """On the committed timings (bench/fit_model.py's data): above FIRST_FIT_MAX_M the refit's picks
+    are closer to the best timed config than the first fit's, with fewer never-timed picks than the
+    shapes it chooses for; up to it, fewer of the first fit's picks are configs no spec has timed."""
+    from dgir_testlib import bench_module
+    from dgir.ops.fp8_gemm_model import FIRST_FIT, FIRST_FIT_MAX_M, REFIT
+    fit = bench_module("fit_model")
+    rows = fit.load_rows()
+    above = [r for r in rows if r[0] > FIRST_FIT_MAX_M]
+    below = [r for r in rows if r[0] <= FIRST_FIT_MAX_M]
+    regret_first = fit.picks(above, FIRST_FIT)[2]
+    m_refit, u_refit, regret_refit = fit.picks(above, REFIT)
+    assert regret_refit < regret_first and u_refit <= 0.05 * (m_refit + u_refit)
+    assert fit.score(above, REFIT)[0] < fit.score(above, FIRST_FIT)[0]       # and its error is lower
+    assert fit.picks(below, FIRST_FIT)[1] < fit.picks(below, REFIT)[1]       # fewer never-timed picks below
