@@ -339,9 +339,8 @@ def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
     nkb = ceil_div(k, BLOCK_K)
     limit = min(8 if cfg.split_cluster else cfg.split_k, nkb)
     sk = min((s for s in range(1, limit + 1) if nkb % s == 0), key=lambda s: (abs(s - cfg.split_k), -s))
-    out = replace(cfg, n=n, k=k, block_n=bn, split_k=sk, split_reduce=cfg.split_reduce if sk > 1 else "global",
-                  stages=cfg.stages)
-    out = replace(out, stages=min(cfg.stages, max_stages_for(out)))
+    out = replace(cfg, n=n, k=k, block_n=bn, split_k=sk, split_reduce=cfg.split_reduce if sk > 1 else "global")
+    out = replace(out, stages=min(out.stages, max_stages_for(out)))
     if out.split_cluster and bn > CLUSTER_SPLIT_MAX_BLOCK_N:
         return None
     for candidate in (out, replace(out, cluster=1, multicast="A")):
@@ -489,7 +488,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))
     elif XC:   # the receive buffer: from each of the SK CTAs, this rank's share of the tile's fragment
         # pairs (one float2 per pair slot and thread); ready / free barriers in allocate_smem
-        slots = ceil_div(BN // 4, SK)
+        slots = ceil_div(BN // 4, SK)          # (its bytes: exchange_bytes, which max_stages_for counts)
         decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (SK, slots, 128, 2)), exchange=SK)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
