@@ -24,9 +24,9 @@ from collections import defaultdict
 from dataclasses import fields, replace
 from pathlib import Path
 
-from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
-from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, REFIT, ModelParams, candidate_configs,
-                                     choose_config, config_seconds, tc_efficiency)
+from dgir.ops.fp8_gemm import MATH_ORDERS, NUM_SMS, Fp8GemmConfig
+from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, REFIT, ModelParams, choose_config,
+                                     config_seconds, least, tc_efficiency)
 
 ROOT = Path(__file__).resolve().parent / "results"
 FIRST_SPEC = 110
@@ -73,11 +73,6 @@ def _tile(c: Fp8GemmConfig) -> tuple:
             c.multicast if c.cluster > 1 else "", c.ctas_per_sm, c.math_order)
 
 
-def choose(m, n, k, params: ModelParams) -> Fp8GemmConfig:
-    return min(candidate_configs(m, n, k), key=lambda c: (config_seconds(m, n, k, c, params), c.split_k,
-                                                          c.ctas_per_sm, c.cluster, -c.block_n, -c.block_m))
-
-
 def score(rows, params: ModelParams) -> tuple[float, float]:
     """(geomean |log error|, mean regret of the model's pick among the measured configs of a shape)."""
     err = sum(abs(math.log(t / config_seconds(m, n, k, c, params))) for m, n, k, c, t in rows) / len(rows)
@@ -102,7 +97,7 @@ def picks(rows, params: ModelParams | None = None) -> tuple[int, int, float]:
     shapes = [s for s, v in by_shape.items() if len(v) > 1]
     for s in shapes:
         v = by_shape[s]
-        t = v.get(_tile(choose(*s, params) if params is not None else choose_config(*s)))
+        t = v.get(_tile(least(*s, NUM_SMS, params) if params is not None else choose_config(*s)))
         if t is not None:
             measured += 1
             regrets.append(t / min(v.values()))

@@ -50,6 +50,17 @@ def kernel_tensors(A, sfa, B, sfb, d) -> dict:
     return {"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}
 
 
+def launch_poisoned(kern, A, sfa, B, sfb):
+    """One launch of a loaded fp8_gemm_nt kernel (deep_gemm.get_kernel) on torch's current stream,
+    into a fresh D poisoned with NaN (an element the kernel never writes stays NaN); synchronised."""
+    import torch
+    dev = A.device
+    d = torch.full((A.shape[0], B.shape[0]), float("nan"), dtype=torch.bfloat16, device=dev)
+    kern.launch(kernel_tensors(A, sfa, B, sfb, d), A.shape[0], torch.cuda.current_stream(dev).cuda_stream)
+    torch.cuda.synchronize(dev)
+    return d
+
+
 def run_fp8_gemm_nt(m, n, k, device="cuda:0", seed=0, time_it=True) -> dict:
     import torch
     from . import deep_gemm

@@ -137,6 +137,19 @@ def bench_module(name: str):
     return importlib.import_module(name)
 
 
+def interpret_as_launched(kern: Node, m: int, inputs: dict, seed: int = 0) -> dict:
+    """The CPU interpreter's outputs of one launch as the host makes it: its grid (kernel_grid) and its
+    workspace (workspace_shapes: NaN-poisoned partials, zeroed tile counters) beside `inputs`."""
+    import torch
+    from dgir.interp import run_kernel
+    from dgir.ops.fp8_gemm import kernel_grid, workspace_shapes
+    grid = kernel_grid(dict(kern.attrs), m)
+    ins = dict(inputs)
+    for name, shape in workspace_shapes(kern, m, grid).items():
+        ins[name] = torch.zeros(shape, dtype=torch.int32) if name == "LOCKS" else torch.full(shape, float("nan"))
+    return run_kernel(kern, ins, grid=grid, seed=seed)
+
+
 # --- the whole config space, sampled ------------------------------------------------------------
 def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,

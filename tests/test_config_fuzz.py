@@ -13,12 +13,12 @@ import random
 
 import pytest
 import torch
-from dgir_testlib import random_fp8_case
+from dgir_testlib import interpret_as_launched, random_fp8_case
 
 from dgir.emitters.ptx import emit_ptx
-from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
+from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference
 from dgir.ir import Op
-from dgir.ops.fp8_gemm import kernel_grid, lower, workspace_shapes
+from dgir.ops.fp8_gemm import lower
 from dgir.pipeline import pipeline, run_pipeline
 
 CASES = [random_fp8_case(random.Random(seed)) for seed in range(240)]
@@ -30,13 +30,8 @@ def case_id(case) -> str:
 
 
 def run_on_interpreter(kern, m, inputs, seed):
-    """D from one launch as the host makes it: its grid, its workspace (poisoned partials, zeroed
-    tile counters); also asserts the counters are left at zero for the next launch."""
-    grid = kernel_grid(dict(kern.attrs), m)
-    ins = dict(inputs)
-    for name, shape in workspace_shapes(kern, m, grid).items():
-        ins[name] = torch.zeros(shape, dtype=torch.int32) if name == "LOCKS" else torch.full(shape, float("nan"))
-    out = run_kernel(kern, ins, grid=grid, seed=seed)
+    """D from one launch as the host makes it; the split-K tile counters must be back at zero."""
+    out = interpret_as_launched(kern, m, inputs, seed)
     if "LOCKS" in out:
         assert int(out["LOCKS"].abs().sum()) == 0, "tile counters not reset"
     return out["D"]

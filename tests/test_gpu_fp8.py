@@ -252,17 +252,11 @@ def _run_config(m, n, k, cfg, variant, passes=None, runs=1):
     """Launch one explicit config `runs` times on fresh random inputs, D poisoned before each launch:
     (the loaded kernel, the outputs, the float64 reference)."""
     from dgir import deep_gemm
-    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.gpu_run import fp8_inputs, launch_poisoned
     dev = torch.device("cuda:0")
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant=variant, passes=passes)
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
-    outs = []
-    for _ in range(runs):
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
-        torch.cuda.synchronize(dev)
-        outs.append(d)
-    return kern, outs, ref
+    return kern, [launch_poisoned(kern, A, sfa, B, sfb) for _ in range(runs)], ref
 
 
 def _check(d, ref):
@@ -396,19 +390,14 @@ CLUSTER_SPLITS = [(64, 576, 7168, 32, 8, 7, 1, 132), (128, 576, 7168, 64, 8, 7, 
                          ids=[f"{c[0]}x{c[1]}x{c[2]}_sk{c[5]}_sms{c[7]}" for c in CLUSTER_SPLITS])
 def test_cluster_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bn, stages, sk, occ, sms):
     from dgir import deep_gemm
-    from dgir.gpu_run import calc_diff, fp8_inputs, kernel_tensors
+    from dgir.gpu_run import calc_diff, fp8_inputs, launch_poisoned
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, split_k=sk, split_reduce="cluster",
                         ctas_per_sm=occ, num_sms=sms)
     dev = torch.device("cuda:0")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
-    outs = []
-    for _ in range(3):
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
-        torch.cuda.synchronize(dev)
-        outs.append(d)
+    outs = [launch_poisoned(kern, A, sfa, B, sfb) for _ in range(3)]
     assert torch.isfinite(outs[0]).all(), "some elements were never written (NaN poison survived)"
     assert calc_diff(outs[0].double(), ref) < 1e-3
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
@@ -457,7 +446,7 @@ def test_woven_epilogue_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl,
     same inputs the bits must agree, and both match the reference.  Several tiles per CTA, so the
     woven branch runs; K = 128 is a tile of one K block."""
     from dgir import deep_gemm
-    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.gpu_run import fp8_inputs, launch_poisoned
     from dgir.ir import Op
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     from dgir.passes.overlap_epilogue import OverlapEpilogue
@@ -471,10 +460,7 @@ def test_woven_epilogue_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl,
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant=variant, passes=passes)
         modes = [x.get("overlap_epilogue") for x in kern.result.ir.walk() if x.op is Op.FOR and x.get("overlap_epilogue")]
         assert modes and modes[0].endswith("woven in") == (passes is not None), modes
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
-        torch.cuda.synchronize(dev)
-        outs.append(d)
+        outs.append(launch_poisoned(kern, A, sfa, B, sfb))
     _check(outs[1], ref)
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
@@ -561,7 +547,7 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
     does not fit), and both match the reference; run twice (the slot rotates between tiles)."""
     from dataclasses import replace
     from dgir import deep_gemm
-    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.gpu_run import fp8_inputs, launch_poisoned
     from dgir.ops.fp8_gemm import Fp8GemmConfig, max_stages
     dev = torch.device("cuda:0")
     ring = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=cl, multicast=mc, num_sms=sms,
@@ -571,10 +557,7 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
     outs = []
     for cfg in (own, ring, ring):
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
-        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=dev)
-        kern.launch(kernel_tensors(A, sfa, B, sfb, d), m, torch.cuda.current_stream(dev).cuda_stream)
-        torch.cuda.synchronize(dev)
-        outs.append(d)
+        outs.append(launch_poisoned(kern, A, sfa, B, sfb))
     _check(outs[1], ref)
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
 

@@ -6,11 +6,12 @@ kernel's own arithmetic, and the tile counters are left at zero for the next lau
 import pytest
 import torch
 
-from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
+from dgir_testlib import interpret_as_launched
+from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference
 from dgir.ir import Op
 from dgir.ops import OpError
 from dgir.ops import stream_k
-from dgir.ops.fp8_gemm import Fp8GemmConfig, check_config, kernel_grid, lower, workspace_shapes
+from dgir.ops.fp8_gemm import Fp8GemmConfig, check_config, kernel_grid, lower
 from dgir.pipeline import pipeline, run_pipeline
 
 # (m, n, k, block_m, block_n, stages, num_sms, cluster, multicast, pieces the partial round is cut in)
@@ -27,12 +28,8 @@ CASES = [
 
 
 def _run(kern, m, n, k, seed=0, ins=None):
-    ins = dict(ins or fp8_gemm_inputs(m, n, k, seed=m + n + k))
-    grid = kernel_grid(dict(kern.attrs), m)
-    for name, shape in workspace_shapes(kern, m, grid).items():
-        ins[name] = (torch.zeros(shape, dtype=torch.int32) if name == "LOCKS"
-                     else torch.full(shape, float("nan")))
-    return ins, run_kernel(kern, ins, grid=grid, seed=seed)
+    ins = ins or fp8_gemm_inputs(m, n, k, seed=m + n + k)
+    return ins, interpret_as_launched(kern, m, ins, seed)
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,sms,cluster,mc,pieces", CASES)
