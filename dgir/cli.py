@@ -126,7 +126,7 @@ class Compile:
                     dims[d] = kernel.get(d)
             if "m" in operator.dims and "m" not in dims:
                 dims["m"] = kernel.get("block_m", 128)    # m is not compiled in: any value will do
-        config = _config_override(operator, dims, args.config) if args.config else None
+        config = _config_override(operator, args.target, dims, args.config) if args.config else None
         res = dgir.compile(args.op, target=args.target, dump_dir=args.dump_dir, assemble=not args.no_assemble,
                            verify=not args.no_verify, from_ir=args.from_ir, config=config, **dims)
         print(res.summary())
@@ -135,13 +135,16 @@ class Compile:
         return 0
 
 
-def _config_override(operator, dims: dict, spec: str):
-    """The operator's chosen config with FIELD=VALUE overrides (values parsed as the field's type)."""
+def _config_override(operator, target: str, dims: dict, spec: str):
+    """The config `dgir compile` would choose (dgir.compiler.default_choice) with FIELD=VALUE overrides
+    (values parsed as the field's type)."""
     import dataclasses
+    from .compiler import default_choice
     missing = [d for d in operator.dims if d not in dims]
     if missing:
         raise CLIError(f"--config needs the dimensions {', '.join('--' + d for d in missing)}")
-    base = operator.choose_config(**dims)
+    choice = default_choice(operator, target, dims)
+    base = choice.config
     if not dataclasses.is_dataclass(base):
         raise CLIError(f"{operator.name}: its config cannot be overridden field by field")
     fields = {f.name: f for f in dataclasses.fields(base)}
@@ -155,7 +158,9 @@ def _config_override(operator, dims: dict, spec: str):
             changes[key] = kind(value)
         except ValueError:
             raise CLIError(f"--config: {key} takes a {kind.__name__}, got {value!r}") from None
-    return dataclasses.replace(base, **changes)
+    from .tuning import Choice
+    return Choice(dataclasses.replace(base, **changes), choice.source,
+                  "; ".join(filter(None, [choice.detail, "overridden: " + spec])))
 
 
 def format_timings(timings: dict) -> str:

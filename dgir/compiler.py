@@ -15,6 +15,7 @@ from .ops import OpError, get_operator
 from .parser import parse_header, parse_ir
 from .pipeline import identity, pipeline, run_pipeline
 from .printer import print_ir
+from .tuning import TARGET_DEVICE, Choice, choose
 
 
 @dataclass
@@ -22,6 +23,8 @@ class CompileResult:
     """What `dgir.compile` returns.
 
     op, dims, config   the operator, the dimensions asked for, the chosen tile config
+    config_source      where the config came from (dgir.tuning.Choice.describe(): "given", "measured
+                       (NVIDIA H200, 132 SMs, M=64)", "nearby (...)", "model (132 SMs)", ...)
     name               the kernel's entry name
     stages             [(stem, Node)]: the IR after the lowering ("00_lower_gemm") and each pass
     ir                 the final IR (the one the emitter read)
@@ -38,6 +41,7 @@ class CompileResult:
     config: object
     name: str
     target: str
+    config_source: str = ""
     stages: list = field(default_factory=list)
     ir: Node | None = None
     ptx: str = ""
@@ -63,6 +67,8 @@ class CompileResult:
         lines = [f"kernel   {self.name}  (target {self.target})"]
         if cfg is not None:
             lines.append("config   " + ", ".join(f"{k}={v}" for k, v in vars(cfg).items()))
+        if self.config_source:
+            lines.append(f"chosen   {self.config_source}")
         lines.append("stages   " + "  ".join(s for s, _ in self.stages))
         if self.resources is not None:
             r = self.resources
@@ -81,12 +87,35 @@ def _dump_name(op: str, dims: dict, compiled: tuple, cfg_key: str) -> str:
     return "_".join([op] + [f"{d}{dims[d]}" for d in compiled] + [cfg_key])
 
 
+def default_choice(operator, target: str, dims: dict) -> Choice:
+    """The config `compile` uses when none is given: for a GPU target, the one the API (dgir.deep_gemm)
+    would run on the target's reference device (tuning.TARGET_DEVICE: measured table, nearby entry,
+    cost model, analogous entry; DGIR_TUNED=0: the model alone), so a dump shows the kernel a call of
+    that shape runs there.  DG_AUTOTUNE needs a GPU and is not consulted here."""
+    if target in ("ascend950", "ascend910b"):
+        from .ops.ascend_gemm import chip_of
+        if operator.ascend is None:
+            raise OpError(f"{operator.name} has no Ascend lowering (targets: sm90a)")
+        return Choice(operator.ascend.choose_config(chip_of(target), **dims), "model", chip_of(target))
+    if target in TARGET_DEVICE and set(dims) == {"m", "n", "k"}:
+        device, sms = TARGET_DEVICE[target]
+        return choose(operator.name, dims["m"], dims["n"], dims["k"], device, sms, tuned=env().tuned)
+    return Choice(operator.choose_config(**dims), "model")
+
+
+def _as_choice(operator, target: str, dims: dict, config) -> Choice:
+    if config is None:
+        return default_choice(operator, target, dims)
+    return config if isinstance(config, Choice) else Choice(config, "given")
+
+
 def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | None = None,
             passes: list | None = None, assemble: bool = True, verify: bool | None = None,
             config=None, from_ir: str | os.PathLike | None = None, **dims) -> CompileResult:
     """Compile operator `op` for `target`.
 
     dims: the operator's dimensions (fp8_gemm_nt: m, n, k; m only steers the config choice).
+    config: the tile config (or a dgir.tuning.Choice); None: `default_choice`.
     passes: run exactly this list instead of the target pipeline.  dump_dir: write one numbered
     .dgir per stage plus .ptx/.cubin/.sass/resources.txt under dump_dir/<kernel>/.  from_ir: resume
     from a (hand-edited) dump file; the passes after its pipeline position run.
@@ -109,7 +138,8 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
         raise OpError(f"{op} has no {target} lowering (it exists for: ascend950, ascend910b)")
     verify = env().verify if verify is None else verify
     timings: dict[str, float] = {}
-    cfg = config or operator.choose_config(**dims)
+    choice = _as_choice(operator, target, dims, config)
+    cfg = choice.config
     full = pipeline(target) if passes is None else list(passes)
     t0 = time.perf_counter()
     start_seq, lowering_name = 0, "lower_gemm"
@@ -151,7 +181,8 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
         stages.append((Path(from_ir).stem, kernel))
     final = run_pipeline(kernel, full, listeners, verify_each=verify, lowering_name=lowering_name,
                          start_seq=start_seq if from_ir else 0)
-    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target, stages=stages,
+    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target,
+                        config_source=choice.describe(), stages=stages,
                         ir=final, timings=timings, pipeline_id=identity(full))
 
     from .emitters.ptx import emit_ptx
@@ -191,7 +222,8 @@ def _compile_ascend(operator, target, dims, dump_dir, passes, verify, config, fr
     verify = env().verify if verify is None else verify
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    cfg = config or operator.ascend.choose_config(chip, **dims)
+    choice = _as_choice(operator, target, dims, config)
+    cfg = choice.config
     kernel = operator.ascend.lower(cfg)
     timings["lower"] = time.perf_counter() - t0
     full = pipeline(target) if passes is None else list(passes)
@@ -199,8 +231,8 @@ def _compile_ascend(operator, target, dims, dump_dir, passes, verify, config, fr
     listeners = [lambda ev: stages.append((ev.stem, ev.after)),
                  lambda ev: timings.__setitem__(ev.stem, ev.seconds) if ev.seq else None]
     final = run_pipeline(kernel, full, listeners, verify_each=verify, lowering_name="lower_gemm")
-    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target, stages=stages,
-                        ir=final, timings=timings, pipeline_id=identity(full))
+    res = CompileResult(op=op, dims=dict(dims), config=cfg, name=final.name, target=target, config_source=choice.describe(),
+                        stages=stages, ir=final, timings=timings, pipeline_id=identity(full))
     from .emitters.ascendc import emit_ascendc
     t0 = time.perf_counter()
     res.ascendc = emit_ascendc(final)

@@ -8,7 +8,6 @@ Every call runs a kernel dgir generated; there is no fallback to torch or cuBLAS
 from __future__ import annotations
 
 import functools
-import math
 import threading
 
 import torch
@@ -209,95 +208,26 @@ def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):
 
 
 def _config(op: str, m: int, n: int, k: int, props, device_index: int):
-    """The tile config for this shape: a measured one (dgir.tuning) when there is one and it is valid,
-    else (DG_AUTOTUNE=1) the winner of timing the model's best candidates, else one measured at a
-    nearby M for the same N and K (`_nearby_config`), else the cost model's, or at a small M one
-    measured for a similar (N, K) where the model's pick is of a kind it misjudges
-    (`_analogous_config`)."""
+    """The tile config for this shape on this device (dgir.tuning.choose: a measured one, else with
+    DG_AUTOTUNE=1 the winner of timing the model's best candidates, else one measured at a nearby M
+    for the same N and K, else the cost model's, or at a small M one measured for a similar (N, K)
+    where the model's pick is of a kind it misjudges)."""
+    return _choice(op, m, n, k, props, device_index).config
+
+
+def _choice(op: str, m: int, n: int, k: int, props, device_index: int):
     e = env()
-    return _config_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
+    return _choice_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
 
 
 @functools.lru_cache(maxsize=4096)
-def _config_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, cache_dir):
+def _choice_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, cache_dir):
     from . import tuning
-    from .ops import get_operator
-    operator = get_operator(op)
-    if tuned:
-        hit = tuning.lookup(op, device_name, sms, m, n, k)
-        if hit is not None:
-            cfg = _valid_config(hit["config"])
-            if cfg is not None:
-                return cfg
+    hook = None
     if autotune:
         from .autotune import autotune as tune
-        return tune(op, m, n, k, device_index)
-    if tuned:        # a config measured at a nearby M (same N, K), before the model
-        cfg = _nearby_config(op, m, n, k, device_name, sms)
-        if cfg is not None:
-            return cfg
-    cfg = operator.choose_config(m=m, n=n, k=k, num_sms=sms)
-    if tuned:        # small M, (N, K) never measured: a measured config of a similar shape
-        return _analogous_config(op, m, n, k, device_name, sms, cfg) or cfg
-    return cfg
-
-
-def _analogous_config(op, m, n, k, device_name, sms, model_cfg):
-    """At a small M whose (N, K) has no nearby measurement (dgir.tuning.analogous), the config
-    measured for the nearest (N', K') carried over (`carry_config`), in place of a model pick of
-    the kinds the model misjudges there: a split-K reduced through the global workspace (the model
-    does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
-    misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
-    wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
-    held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
-    0.55x to 1.06x."""
-    from . import tuning
-    from .ops.fp8_gemm import carry_config
-    weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
-    if op != "fp8_gemm_nt" or not weak:
-        return None
-    e = tuning.analogous(op, device_name, sms, m, n, k)
-    src = _valid_config(e["config"]) if e is not None else None
-    return carry_config(src, n, k) if src is not None else None
-
-
-NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
-
-
-def _nearby_config(op, m, n, k, device_name, sms):
-    """Small M: the nearest small measured M's config.  Otherwise the faster of the entries just
-    below and above M, each entry's measured time scaled by its rounds at M over its rounds at the
-    entry's M (dgir.tuning's module doc); the farther entry must be NEARBY_MARGIN faster."""
-    from . import tuning
-    from .ops.fp8_gemm import walk_rounds
-    if m <= tuning.SMALL_M:
-        hit = tuning.nearest(op, device_name, sms, m, n, k)
-        return _valid_config(hit["config"]) if hit is not None else None
-    scored = []      # (scaled time, distance on a log scale, config); sorted nearest first below
-    for e in tuning.bracketing(op, device_name, sms, m, n, k):
-        cfg = _valid_config(e["config"])
-        if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
-            scored.append((e["us"] * walk_rounds(m, cfg) / walk_rounds(e["m"], cfg), abs(math.log(e["m"] / m)), cfg))
-    if not scored:
-        return None
-    scored.sort(key=lambda x: x[1])
-    best = scored[0]
-    for s in scored[1:]:        # the farther entry's estimate must win by a margin: it is scaled further
-        if s[0] < NEARBY_MARGIN * best[0]:
-            best = s
-    return best[2]
-
-
-def _valid_config(fields: dict):
-    """The config an entry names, or None when it does not describe a legal config (stale entry)."""
-    from .ops import OpError
-    from .ops.fp8_gemm import Fp8GemmConfig, check_config
-    try:
-        cfg = Fp8GemmConfig(**fields)
-        check_config(cfg)
-    except (TypeError, OpError):
-        return None
-    return cfg
+        hook = lambda: tune(op, m, n, k, device_index)     # noqa: E731
+    return tuning.choose(op, m, n, k, device_name, sms, tuned=tuned, autotune=hook)
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,
@@ -310,7 +240,8 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
         dev = torch.cuda.current_device()
     from .runtime.device import properties
     props = properties(dev)
-    cfg = config or _config(op, m, n, k, props, dev)
+    choice = None if config is not None else _choice(op, m, n, k, props, dev)
+    cfg = config or choice.config
     key = (op, cfg, dev, variant)
     kern = _kernels.get(key)
     if kern is None:
@@ -325,7 +256,8 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
                     raise RuntimeError(f"{op}: kernel {res.name} needs {res.ir.get('smem_bytes')} B of shared memory, "
                                        f"{props.name} allows {props.smem_optin} B per block")
                 if env().print_configs or env().jit_debug:
-                    print(f"dgir: {op} m={m} n={n} k={k} -> {cfg}")
+                    print(f"dgir: {op} m={m} n={n} k={k} -> {cfg}"
+                          + (f" [{choice.describe()}]" if choice is not None else " [given]"))
                 from .runtime import driver
                 driver.current_device_context(dev)
                 kern = _kernels[key] = LoadedKernel(res, dev)

@@ -19,6 +19,11 @@ M = 192 needs one).  A small M whose (N, K) has no entries at all may take the c
 nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is
 a dict of the operator's config fields; it is validated before use, so a stale or hand-edited entry
 is skipped rather than trusted.
+
+:func:`choose` walks that order and says which step answered (:class:`Choice`).  The API
+(dgir.deep_gemm) asks it for the device it runs on; ``dgir.compile`` and ``dgir compile``, which need
+no GPU, ask it for the target's reference device (:data:`TARGET_DEVICE`), so a dump shows the kernel
+that the API runs for the same shape on that device.
 """
 from __future__ import annotations
 
@@ -26,7 +31,9 @@ import json
 import math
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .env import env
 
@@ -142,3 +149,109 @@ def record(entry: dict, path: Path | None = None) -> Path:
         json.dump({"version": 1, "entries": entries}, f, indent=1, sort_keys=True)
     os.replace(tmp, path)
     return path
+
+
+# The device whose measurements steer a compile that has no GPU to ask (dgir.compile, the CLI).
+TARGET_DEVICE = {"sm90a": ("NVIDIA H200", 132)}
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A tile config and the step of :func:`choose` that gave it.
+
+    source: "measured" (an entry for this exact shape), "autotuned" (timed now, DG_AUTOTUNE=1),
+    "nearby" (an entry at a nearby M, same N and K), "model" (the cost model), "analogous" (an entry
+    of a similar (N', K') carried over), or "given" (the caller passed the config)."""
+    config: object
+    source: str
+    detail: str = ""
+
+    def describe(self) -> str:
+        return self.source + (f" ({self.detail})" if self.detail else "")
+
+
+def valid_config(fields: dict):
+    """The config an entry names, or None when it does not describe a legal config (stale entry)."""
+    from .ops import OpError
+    from .ops.fp8_gemm import Fp8GemmConfig, check_config
+    try:
+        cfg = Fp8GemmConfig(**fields)
+        check_config(cfg)
+    except (TypeError, OpError):
+        return None
+    return cfg
+
+
+def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,
+           autotune: Callable[[], object] | None = None) -> Choice:
+    """The tile config for this shape on this device, in the order of the module doc: the entry for
+    the exact shape; else `autotune()` when given (DG_AUTOTUNE=1: it times and records); else an
+    entry at a nearby M; else the cost model, which at a small M gives way to an analogous (N', K')'s
+    config where its pick is of a kind it misjudges.  tuned=False (DGIR_TUNED=0): the model alone."""
+    from .ops import get_operator
+    where = f"{device}, {sms} SMs"
+    if tuned:
+        hit = lookup(op, device, sms, m, n, k)
+        cfg = valid_config(hit["config"]) if hit is not None else None
+        if cfg is not None:
+            return Choice(cfg, "measured", f"{where}, M={m}")
+    if autotune is not None:
+        return Choice(autotune(), "autotuned", where)
+    if tuned:
+        near = nearby_config(op, m, n, k, device, sms)
+        if near is not None:
+            return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
+    model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms)
+    if tuned:
+        carried = analogous_config(op, m, n, k, device, sms, model)
+        if carried is not None:
+            return Choice(carried[0], "analogous", f"{where}, carried from N={carried[1]['n']} K={carried[1]['k']} "
+                                                    f"M={carried[1]['m']}")
+    return Choice(model, "model", f"{sms} SMs")
+
+
+def analogous_config(op, m, n, k, device, sms, model_cfg):
+    """At a small M whose (N, K) has no nearby measurement (:func:`analogous`), (the config measured
+    for the nearest (N', K') carried over by `carry_config`, that entry), in place of a model pick of
+    the kinds the model misjudges there: a split-K reduced through the global workspace (the model
+    does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
+    misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
+    wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
+    held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
+    0.55x to 1.06x.  None where none applies."""
+    from .ops.fp8_gemm import carry_config
+    weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
+    if op != "fp8_gemm_nt" or not weak:
+        return None
+    e = analogous(op, device, sms, m, n, k)
+    src = valid_config(e["config"]) if e is not None else None
+    return (carry_config(src, n, k), e) if src is not None else None
+
+
+NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
+
+
+def nearby_config(op, m, n, k, device, sms):
+    """(config, its entry's M) measured at a nearby M for the same N and K, or None.  Small M: the
+    nearest small measured M's config.  Otherwise the faster of the entries just below and above M,
+    each entry's measured time scaled by its rounds at M over its rounds at the entry's M; the
+    farther entry must be NEARBY_MARGIN faster."""
+    from .ops.fp8_gemm import walk_rounds
+    if m <= SMALL_M:
+        hit = nearest(op, device, sms, m, n, k)
+        cfg = valid_config(hit["config"]) if hit is not None else None
+        return (cfg, hit["m"]) if cfg is not None else None
+    scored = []      # (scaled time, distance on a log scale, config, M); sorted nearest first below
+    for e in bracketing(op, device, sms, m, n, k):
+        cfg = valid_config(e["config"])
+        if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
+            scored.append((e["us"] * walk_rounds(m, cfg) / walk_rounds(e["m"], cfg), abs(math.log(e["m"] / m)),
+                           cfg, e["m"]))
+    if not scored:
+        return None
+    scored.sort(key=lambda x: x[1])
+    best = scored[0]
+    for s in scored[1:]:        # the farther entry's estimate must win by a margin: it is scaled further
+        if s[0] < NEARBY_MARGIN * best[0]:
+            best = s
+    return best[2], best[3]

@@ -404,6 +404,14 @@ def test_compile_config_override(capsys, tmp_path):
     assert rc == 2 and "stages takes a int" in err
     rc, out, err = run(capsys, *MAIN_JOB, "--config", "block_m=96")
     assert rc == 2 and "block_m must be 64, 128, 192 or 256" in err
+    # the overrides apply to the config the API would run (the table's entry for the main job)
+    rc, out, err = run(capsys, *MAIN_JOB, "--config", "stages=3", "--no-assemble")
+    assert rc == 0 and "chosen   measured (NVIDIA H200, 132 SMs, M=4096; overridden: stages=3)" in out
+    # Ascend targets override their own config type (this used to die on the GPU config's fields)
+    rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--target", "ascend950", "--m", "64", "--n", "256",
+                       "--k", "512", "--config", "block_n=128", "--no-assemble")
+    assert rc == 0, err
+    assert "fp8_gemm_nt_950_n256_k512_bm64_bn128" in out and "chosen   model (950; overridden: block_n=128)" in out
 
 
 def test_passes_lists_the_optional_research_passes(capsys, monkeypatch):

@@ -23,7 +23,7 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
     monkeypatch.delenv("DGIR_TUNED", raising=False)
     monkeypatch.delenv("DG_AUTOTUNE", raising=False)
-    deep_gemm._config_for.cache_clear()          # a process remembers each shape's choice
+    deep_gemm._choice_for.cache_clear()          # a process remembers each shape's choice
 
 
 def test_shipped_table_is_rebuilt_from_the_committed_measurements(tmp_path):
@@ -51,7 +51,7 @@ def test_every_shipped_entry_is_a_legal_config_that_was_timed_against_others():
     assert doc["entries"]
     for e in doc["entries"]:
         assert e["configs_timed"] >= 2 and e["us"] > 0 and e["source"].startswith("bench/results/")
-        assert deep_gemm._valid_config(e["config"]) is not None
+        assert tuning.valid_config(e["config"]) is not None
 
 
 def test_api_uses_the_measured_config_and_the_model_elsewhere(monkeypatch):
@@ -98,7 +98,7 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
     mine = Fp8GemmConfig(n=7168, k=16384, block_m=64, block_n=64, stages=4)
     tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 2600, "n": 7168, "k": 16384,
                    "config": asdict(mine), "us": 5.0, "source": "test"})
-    deep_gemm._config_for.cache_clear()
+    deep_gemm._choice_for.cache_clear()
     assert api(2650) == mine and [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 2650, 7168,
                                                                      16384)] == [2600, 3072]
 
@@ -115,7 +115,7 @@ def test_user_cache_wins_and_stale_entries_are_skipped():
     tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 512, "k": 1024,
                    "config": bad, "us": 1.0, "source": "test"})
     assert len(json.loads(path.read_text())["entries"]) == 1
-    deep_gemm._config_for.cache_clear()
+    deep_gemm._choice_for.cache_clear()
     model = get_operator("fp8_gemm_nt").choose_config(m=64, n=512, k=1024, num_sms=132)
     assert deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0) == model
 
@@ -311,3 +311,33 @@ def test_each_constant_set_is_the_better_chooser_where_it_is_used():
     assert regret_refit < regret_first and u_refit <= 0.05 * (m_refit + u_refit)
     assert fit.score(above, REFIT)[0] < fit.score(above, FIRST_FIT)[0]       # and its error is lower
     assert fit.picks(below, FIRST_FIT)[1] < fit.picks(below, REFIT)[1]       # fewer never-timed picks below
+
+
+@pytest.mark.parametrize("m, n, k, source", [
+    (64, 576, 7168, "measured"),       # an issue cell
+    (100, 576, 7168, "nearby"),        # between the small entries
+    (300, 576, 7168, "nearby"),        # bracketed by 256 and 384
+    (64, 1664, 7168, "analogous"),     # the model would split through the workspace
+    (256, 1664, 7168, "model"),        # nothing measured near it
+])
+def test_compile_runs_the_config_the_api_runs(m, n, k, source):
+    """`dgir.compile` (and so `dgir compile`, its dumps) without a config takes the API's choice for
+    the target's reference device, and says which step of the choice gave it."""
+    import dgir
+    res = dgir.compile("fp8_gemm_nt", m=m, n=n, k=k, assemble=False)
+    assert tuning.TARGET_DEVICE["sm90a"] == (H200.name, H200.sms)
+    assert res.config == deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
+    assert res.config_source.split(" ")[0] == source and f"chosen   {source}" in res.summary()
+    if source != "model":
+        model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)
+        assert res.config != model         # else the case would not show which one compile took
+
+
+def test_compile_without_the_table_takes_the_model(monkeypatch):
+    import dgir
+    monkeypatch.setenv("DGIR_TUNED", "0")
+    res = dgir.compile("fp8_gemm_nt", m=64, n=576, k=7168, assemble=False)
+    assert res.config == get_operator("fp8_gemm_nt").choose_config(m=64, n=576, k=7168, num_sms=132)
+    assert res.config_source == "model (132 SMs)"
+    given = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=64, stages=4)
+    assert dgir.compile("fp8_gemm_nt", m=64, n=576, k=7168, config=given, assemble=False).config_source == "given"

@@ -1,0 +1,83 @@
+"""Spec 162 (bench/TUNING.md step 85): narrow N at M = 192-512, where neither model proposes the
+split-K over a cluster that the table measured fastest for N = 576 (step 84, "Noticed").  For each
+held-out (N, K) (no table entry above M = 128) and M: the API's pick (`::default`), the config the
+table measured for the nearest (N', K') above M = 128 carried over (`carry_config`, when there is
+one), a small grid of cluster-reduced split-K tiles that fill one round, and cuBLAS; every line
+twice, forward then reversed.
+
+    python bench/narrow_n_specs.py > bench/specs_tune162.txt
+"""
+import math
+
+from dgir import tuning
+from dgir.ops.fp8_gemm import BLOCK_K, Fp8GemmConfig, carry_config, ceil_div, check_config, max_stages_for
+from dgir.ops import OpError
+
+SHAPES = [(256, 7168), (384, 7168), (512, 7168), (768, 7168), (1024, 7168), (512, 4096), (1024, 4096),
+          (384, 16384)]
+MS = (192, 256, 384, 512)
+H200 = ("NVIDIA H200", 132)
+
+
+def spec(m, cfg: Fp8GemmConfig) -> str:
+    kw = [f"bm={cfg.block_m}", f"bn={cfg.block_n}", f"s={cfg.stages}"]
+    if cfg.split_k > 1:
+        kw.append(f"sk={cfg.split_k}")
+    if cfg.split_cluster:
+        kw.append("sr=cl")
+    if cfg.ctas_per_sm > 1:
+        kw.append(f"o={cfg.ctas_per_sm}")
+    if cfg.cluster > 1:
+        kw.append(f"cl={cfg.cluster}{cfg.multicast}")
+    return f"{m},{cfg.n},{cfg.k}:{','.join(kw)}"
+
+
+def carried(m, n, k):
+    """The nearest (N', K')'s measured config at the nearest measured M in 129-640, carried over."""
+    rows = [e for e in tuning._measured_any("fp8_gemm_nt", *H200) if 128 < e["m"] <= 640
+            and (e["n"], e["k"]) != (n, k)]
+    near_m = min({e["m"] for e in rows}, key=lambda x: (abs(math.log(x / m)), -x))
+    best = min((e for e in rows if e["m"] == near_m),
+               key=lambda e: abs(math.log(n / e["n"])) + abs(math.log(k / e["k"])))
+    if max(abs(math.log(n / best["n"])), abs(math.log(k / best["k"]))) > math.log(tuning.ANALOG_RATIO):
+        return None
+    return carry_config(tuning.valid_config(best["config"]), n, k)
+
+
+def cluster_grid(m, n, k, limit=4):
+    """Cluster-reduced split-K tiles 64 rows high, 32 or 64 wide, 2-8 slices of >= 3 K blocks, whose
+    CTAs fit one round (two per SM when over 132); the `limit` that fill the most slots."""
+    out = []
+    for bn in (32, 64):
+        for sk in (2, 4, 8):
+            ctas = ceil_div(m, 64) * ceil_div(n, bn) * sk
+            if ceil_div(k, BLOCK_K) < 3 * sk or ctas > 264:
+                continue
+            cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=4, split_k=sk, split_reduce="cluster",
+                                ctas_per_sm=2 if ctas > 132 else 1)
+            cfg = Fp8GemmConfig(**{**cfg.__dict__, "stages": min(max_stages_for(cfg), ceil_div(k, BLOCK_K * sk), 12)})
+            try:
+                check_config(cfg)
+            except OpError:
+                continue
+            out.append((-ctas, cfg))
+    return [c for _, c in sorted(out, key=lambda x: x[0])[:limit]]
+
+
+def lines():
+    out = []
+    for n, k in SHAPES:
+        for m in MS:
+            cell = [f"{m},{n},{k}::default"]
+            extra = [c for c in [carried(m, n, k)] if c is not None] + cluster_grid(m, n, k)
+            for c in extra:
+                if spec(m, c) not in cell:
+                    cell.append(spec(m, c))
+            cell.append(f"{m},{n},{k}::cublas")
+            out += cell
+    return out
+
+
+if __name__ == "__main__":
+    fwd = lines()
+    print("\n".join(fwd + fwd[::-1]))
