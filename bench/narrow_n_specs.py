@@ -6,8 +6,16 @@ one), a small grid of cluster-reduced split-K tiles that fill one round, and cuB
 twice, forward then reversed.
 
     python bench/narrow_n_specs.py > bench/specs_tune162.txt
+
+Spec 163 (--held-out) checks the rule built on it (dgir.tuning: spec 162's winners in the table, and
+analogous() answering up to M = 512) on (N, K) and M that spec 162 did not time: for each cell the
+API's config now, the cost model's pick (the API's choice before, but at 160x512x7168), the same
+cluster grid as spec 162 (the best known), and cuBLAS.
+
+    python bench/narrow_n_specs.py --held-out > bench/specs_tune163.txt
 """
 import math
+import sys
 
 from dgir import tuning
 from dgir.ops.fp8_gemm import BLOCK_K, Fp8GemmConfig, carry_config, ceil_div, check_config, max_stages_for
@@ -16,6 +24,9 @@ from dgir.ops import OpError
 SHAPES = [(256, 7168), (384, 7168), (512, 7168), (768, 7168), (1024, 7168), (512, 4096), (1024, 4096),
           (384, 16384)]
 MS = (192, 256, 384, 512)
+HELD_OUT = [(320, 7168), (640, 7168), (448, 4096), (896, 5120), (256, 4096), (768, 16384), (576, 4096),
+            (1152, 7168), (512, 7168), (384, 16384), (1024, 4096)]
+HELD_OUT_MS = (160, 224, 320, 448)
 H200 = ("NVIDIA H200", 132)
 
 
@@ -78,6 +89,21 @@ def lines():
     return out
 
 
+def held_out_lines():
+    from dgir.ops import get_operator
+    out = []
+    for n, k in HELD_OUT:
+        for m in HELD_OUT_MS:
+            api = tuning.choose("fp8_gemm_nt", m, n, k, *H200).config
+            model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=H200[1])
+            cell = []
+            for c in [api, model] + cluster_grid(m, n, k, limit=3):
+                if spec(m, c) not in cell:
+                    cell.append(spec(m, c))
+            out += cell + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
-    fwd = lines()
+    fwd = held_out_lines() if "--held-out" in sys.argv[1:] else lines()
     print("\n".join(fwd + fwd[::-1]))

@@ -114,23 +114,25 @@ def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[d
 
 
 ANALOG_RATIO = 2.5        # analogous(): N and K each within this factor of the entry's
+ANALOG_MAX_M = 512        # analogous() answers up to here: two bands, M <= SMALL_M and SMALL_M < M <= this
 
 
 def analogous(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
-    """For a small M (<= SMALL_M): among the entries of other (N', K'), the one at the nearest small M
-    (log scale; ties: the larger M) of the (N', K') nearest to (N, K), |log N/N'| + |log K/K'|,
-    with N' and K' each within ANALOG_RATIO; None when there is none.  dgir.deep_gemm carries its
-    config over to (N, K) where the cost model's own pick is of a kind it is known to misjudge
-    (bench/TUNING.md step 82)."""
-    if m > SMALL_M:
+    """For M <= ANALOG_MAX_M: among the entries of other (N', K') in M's band (M <= SMALL_M, or
+    SMALL_M < M <= ANALOG_MAX_M), the one at the band's M nearest to `m` (log scale; ties: the larger
+    M) of the (N', K') nearest to (N, K), |log N/N'| + |log K/K'|, with N' and K' each within
+    ANALOG_RATIO; None when there is none.  :func:`choose` carries its config over to (N, K) where the
+    cost model's own pick is of a kind it is known to misjudge (bench/TUNING.md steps 82, 85)."""
+    if m > ANALOG_MAX_M:
         return None
-    small = [e for e in _measured_any(op, device, sms) if isinstance(e.get("m"), int) and 1 <= e["m"] <= SMALL_M
-             and isinstance(e.get("n"), int) and isinstance(e.get("k"), int) and (e["n"], e["k"]) != (n, k)]
-    if not small:
+    lo, hi = (1, SMALL_M) if m <= SMALL_M else (SMALL_M + 1, ANALOG_MAX_M)
+    band = [e for e in _measured_any(op, device, sms) if isinstance(e.get("m"), int) and lo <= e["m"] <= hi
+            and isinstance(e.get("n"), int) and isinstance(e.get("k"), int) and (e["n"], e["k"]) != (n, k)]
+    if not band:
         return None
-    near_m = min({e["m"] for e in small}, key=lambda x: (abs(math.log(x / max(m, 1))), -x))
+    near_m = min({e["m"] for e in band}, key=lambda x: (abs(math.log(x / max(m, 1))), -x))
     best, best_d = None, None
-    for e in small:       # user cache first: min keeps the first of equal distances
+    for e in band:        # user cache first: min keeps the first of equal distances
         dn, dk = abs(math.log(n / e["n"])), abs(math.log(k / e["k"]))
         if e["m"] != near_m or max(dn, dk) > math.log(ANALOG_RATIO):
             continue
@@ -211,21 +213,29 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
 
 
 def analogous_config(op, m, n, k, device, sms, model_cfg):
-    """At a small M whose (N, K) has no nearby measurement (:func:`analogous`), (the config measured
-    for the nearest (N', K') carried over by `carry_config`, that entry), in place of a model pick of
-    the kinds the model misjudges there: a split-K reduced through the global workspace (the model
+    """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`), (the config
+    measured for the nearest (N', K') carried over by `carry_config`, that entry), in place of a model
+    pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
     does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
     misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
     wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
     held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
     0.55x to 1.06x.  None where none applies."""
-    from .ops.fp8_gemm import carry_config
+    from .ops.fp8_gemm import carry_config, walk_rounds
     weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
     if op != "fp8_gemm_nt" or not weak:
         return None
     e = analogous(op, device, sms, m, n, k)
     src = valid_config(e["config"]) if e is not None else None
-    return (carry_config(src, n, k), e) if src is not None else None
+    if src is None:
+        return None
+    carried = carry_config(src, n, k)
+    if carried is None:
+        return None
+    # a split measured in one round must stay one (multi-round global splits ran 2.1x the best, step 84)
+    if carried.split_k > 1 and walk_rounds(m, carried) > walk_rounds(e["m"], carried):
+        return None
+    return carried, e
 
 
 NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
