@@ -13,6 +13,13 @@ API's config now, the cost model's pick (the API's choice before, but at 160x512
 cluster grid as spec 162 (the best known), and cuBLAS.
 
     python bench/narrow_n_specs.py --held-out > bench/specs_tune163.txt
+
+Spec 164 (--nearby-load) times the nearby rule's two scalings where they pick differently: a
+measured time scaled by the persistent rounds (`walk_rounds`, the rule of step 46) or by the load of
+the busiest SM (`sm_load`: two CTAs per SM count as more load even in one round), over the table's
+(N, K) at M off its grid; each cell three times (forward, reversed, forward) with cuBLAS.
+
+    python bench/narrow_n_specs.py --nearby-load > bench/specs_tune164.txt
 """
 import math
 import sys
@@ -104,6 +111,26 @@ def held_out_lines():
     return out
 
 
+NEARBY_MS = (136, 160, 176, 224, 288, 320, 352, 448, 576, 640, 704, 896, 1100, 1280, 1792, 2560, 3584, 5000, 7000)
+
+
+def nearby_load_lines():
+    from dgir.ops.fp8_gemm import sm_load, walk_rounds
+    nks = sorted({(e["n"], e["k"]) for e in tuning._measured_any("fp8_gemm_nt", *H200)})
+    out = []
+    for n, k in nks:
+        for m in NEARBY_MS:
+            by_rounds = tuning.nearby_config("fp8_gemm_nt", m, n, k, *H200, load=walk_rounds)
+            by_load = tuning.nearby_config("fp8_gemm_nt", m, n, k, *H200, load=sm_load)
+            if by_rounds and by_load and by_rounds[0] != by_load[0]:
+                out += [spec(m, by_rounds[0]), spec(m, by_load[0]), f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
-    fwd = held_out_lines() if "--held-out" in sys.argv[1:] else lines()
-    print("\n".join(fwd + fwd[::-1]))
+    if "--nearby-load" in sys.argv[1:]:
+        fwd = nearby_load_lines()
+        print("\n".join(fwd + fwd[::-1] + fwd))
+    else:
+        fwd = held_out_lines() if "--held-out" in sys.argv[1:] else lines()
+        print("\n".join(fwd + fwd[::-1]))

@@ -13,7 +13,8 @@ ones.  A shape without an entry of its own takes a measured config of a nearby M
 device, operator, N and K: at most SMALL_M (memory-bound: split-K and cluster choices the model
 gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); above, the faster of
 the entries just below and just above (:func:`bracketing`, within GRID_RATIO), each entry's time
-scaled by how many rounds its tiles take at this M against its own (dgir.deep_gemm; bench/TUNING.md
+scaled by its load at this M against its own (`sm_load`: how many rounds its tiles take, or with two
+CTAs per SM how many CTAs an SM holds; bench/TUNING.md
 step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
 M = 192 needs one).  A small M whose (N, K) has no entries at all may take the config of the
 nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is
@@ -241,12 +242,14 @@ def analogous_config(op, m, n, k, device, sms, model_cfg):
 NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
 
 
-def nearby_config(op, m, n, k, device, sms):
+def nearby_config(op, m, n, k, device, sms, load=None):
     """(config, its entry's M) measured at a nearby M for the same N and K, or None.  Small M: the
     nearest small measured M's config.  Otherwise the faster of the entries just below and above M,
-    each entry's measured time scaled by its rounds at M over its rounds at the entry's M; the
-    farther entry must be NEARBY_MARGIN faster."""
-    from .ops.fp8_gemm import walk_rounds
+    each entry's measured time scaled by its load at M over its load at the entry's M (`sm_load`:
+    the persistent rounds, or with two CTAs per SM the CTAs per SM); the farther entry must be
+    NEARBY_MARGIN faster."""
+    from .ops.fp8_gemm import sm_load
+    load = load or sm_load        # bench/narrow_n_specs.py --nearby-load passes walk_rounds (step 85)
     if m <= SMALL_M:
         hit = nearest(op, device, sms, m, n, k)
         cfg = valid_config(hit["config"]) if hit is not None else None
@@ -255,7 +258,7 @@ def nearby_config(op, m, n, k, device, sms):
     for e in bracketing(op, device, sms, m, n, k):
         cfg = valid_config(e["config"])
         if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
-            scored.append((e["us"] * walk_rounds(m, cfg) / walk_rounds(e["m"], cfg), abs(math.log(e["m"] / m)),
+            scored.append((e["us"] * load(m, cfg) / load(e["m"], cfg), abs(math.log(e["m"] / m)),
                            cfg, e["m"]))
     if not scored:
         return None

@@ -166,6 +166,25 @@ def test_walk_rounds_counts_the_persistent_rounds_of_every_walk_kind():
     assert walk_rounds(64, dsm) == 1 and walk_rounds(4096, dsm) == 35       # 18 / 1152 tiles, 33 clusters
 
 
+def test_sm_load_counts_two_ctas_per_sm_beyond_the_rounds():
+    """sm_load: one CTA per SM, the rounds; two, the CTA tiles per SM when more.  A split over
+    clusters of 4 with two CTAs per SM at N=1024: 192 CTAs at M = 192, 256 at M = 224, one round
+    both times; it ran 9.9 then 13.4 us (specs 162, 163), so the nearby rule now takes the M = 256
+    entry's config for M = 224 (10.4 us there) rather than scaling M = 192's time by one round."""
+    from dgir.ops.fp8_gemm import sm_load, walk_rounds
+    two = Fp8GemmConfig(n=1024, k=4096, block_m=64, block_n=64, stages=5, split_k=4, split_reduce="cluster",
+                        ctas_per_sm=2)
+    assert walk_rounds(192, two) == walk_rounds(224, two) == 1
+    assert sm_load(192, two) == 192 / 132 and sm_load(224, two) == 256 / 132
+    one = Fp8GemmConfig(n=1024, k=4096, block_m=64, block_n=64, stages=12, split_k=2, split_reduce="cluster")
+    assert sm_load(224, one) == walk_rounds(224, one) == 1 and sm_load(64, two) == 1    # 64 CTAs: one round
+    cfg, entry_m = tuning.nearby_config("fp8_gemm_nt", 224, 1024, 4096, H200.name, H200.sms)
+    assert entry_m == 256 and cfg == Fp8GemmConfig(**tuning.lookup("fp8_gemm_nt", H200.name, 132, 256, 1024,
+                                                                     4096)["config"])
+    cfg, entry_m = tuning.nearby_config("fp8_gemm_nt", 224, 1024, 4096, H200.name, H200.sms, load=walk_rounds)
+    assert entry_m == 192
+
+
 def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(monkeypatch):
     """make_tuned_table: the newest file that timed the pick twice beside other configs (twice each)
     decides by medians, with a 1% margin; a single fast sample elsewhere does not."""

@@ -183,6 +183,17 @@ def walk_rounds(m: int, cfg: "Fp8GemmConfig") -> int:
     return ceil_div(tiles, max(walkers, 1))
 
 
+def sm_load(m: int, cfg: "Fp8GemmConfig") -> float:
+    """What the walk at M = m asks of its busiest SM: `walk_rounds`, or with two CTAs per SM, the CTA
+    tiles (every K slice of a split) per SM when that is more, since two CTAs sharing an SM each run
+    slower: 192 -> 256 CTAs of a split over a cluster is one round both times, but 1.36x the time
+    (224 x 1024 x 4096 against M = 192, spec 163).  dgir.tuning scales a measured time by it."""
+    rounds = walk_rounds(m, cfg)
+    if cfg.ctas_per_sm == 1:
+        return rounds
+    return max(rounds, ceil_div(max(m, 1), cfg.block_m) * cfg.n_blocks * cfg.split_k / cfg.num_sms)
+
+
 def kernel_grid(attrs, m: int) -> int:
     """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
     get = attrs.get
