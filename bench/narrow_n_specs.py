@@ -20,6 +20,12 @@ the busiest SM (`sm_load`: two CTAs per SM count as more load even in one round)
 (N, K) at M off its grid; each cell three times (forward, reversed, forward) with cuBLAS.
 
     python bench/narrow_n_specs.py --nearby-load > bench/specs_tune164.txt
+
+Spec 165 (--unstraddle) times `tuning.unstraddled` on (N, K) and M no earlier spec timed: where the
+API carries an analogous shape's config whose width straddles two B-scale blocks (40, 56, 72, 80),
+the carried config as it was against the one moved to 32 or 64 columns; three passes, with cuBLAS.
+
+    python bench/narrow_n_specs.py --unstraddle > bench/specs_tune165.txt
 """
 import math
 import sys
@@ -127,8 +133,31 @@ def nearby_load_lines():
     return out
 
 
+UNSTRADDLE_SHAPES = [(448, 7168), (704, 7168), (896, 7168), (640, 4096), (320, 4096), (1152, 4096), (768, 5120),
+                     (576, 2048), (960, 7168), (352, 7168), (640, 16384), (448, 2048)]
+UNSTRADDLE_MS = (144, 176, 288, 416, 480)
+
+
+def unstraddle_lines():
+    from dgir.ops import get_operator
+    out = []
+    for n, k in UNSTRADDLE_SHAPES:
+        for m in UNSTRADDLE_MS:
+            if tuning.lookup("fp8_gemm_nt", *H200, m, n, k) or tuning.nearby_config("fp8_gemm_nt", m, n, k, *H200):
+                continue
+            model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=H200[1])
+            before = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model, unstraddle=False)
+            after = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model)
+            if before and after and before[0] != after[0]:
+                out += [spec(m, before[0]), spec(m, after[0]), f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
-    if "--nearby-load" in sys.argv[1:]:
+    if "--unstraddle" in sys.argv[1:]:
+        fwd = unstraddle_lines()
+        print("\n".join(fwd + fwd[::-1] + fwd))
+    elif "--nearby-load" in sys.argv[1:]:
         fwd = nearby_load_lines()
         print("\n".join(fwd + fwd[::-1] + fwd))
     else:

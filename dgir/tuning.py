@@ -213,7 +213,7 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     return Choice(model, "model", f"{sms} SMs")
 
 
-def analogous_config(op, m, n, k, device, sms, model_cfg):
+def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True):
     """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`), (the config
     measured for the nearest (N', K') carried over by `carry_config`, that entry), in place of a model
     pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
@@ -233,10 +233,34 @@ def analogous_config(op, m, n, k, device, sms, model_cfg):
     carried = carry_config(src, n, k)
     if carried is None:
         return None
+    if unstraddle and m > SMALL_M:
+        carried = unstraddled(carried, m, e["m"]) or carried
     # a split measured in one round must stay one (multi-round global splits ran 2.1x the best, step 84)
     if carried.split_k > 1 and walk_rounds(m, carried) > walk_rounds(e["m"], carried):
         return None
     return carried, e
+
+
+def unstraddled(cfg, m: int, measured_m: int):
+    """A carried tile narrower than 128 that straddles two 128-column B-scale blocks (40, 56, 72, 80
+    wide: the count of N tiles kept), moved to the nearest width that does not (32 or 64), the
+    stages capped by its shared memory; None where that is not legal or needs more rounds at M than
+    `cfg` did at the M it was measured at.  Above M = 128, at the 20 cells of spec 163 where the API
+    carried a straddling width, the best 32- or 64-wide split timed beside it took 0.93x its time
+    (0.77x to 1.03x); spec 165 times this rule (bench/TUNING.md step 85)."""
+    from dataclasses import replace
+    from .ops import OpError
+    from .ops.fp8_gemm import check_config, max_stages_for, walk_rounds
+    if cfg.block_n >= 128 or 128 % cfg.block_n == 0:
+        return None
+    bn = min((32, 64), key=lambda b: abs(math.log(b / cfg.block_n)))
+    out = replace(cfg, block_n=bn)
+    out = replace(out, stages=min(out.stages, max_stages_for(out)))
+    try:
+        check_config(out)
+    except OpError:
+        return None
+    return out if walk_rounds(m, out) <= walk_rounds(measured_m, cfg) else None
 
 
 NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
