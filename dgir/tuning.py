@@ -242,12 +242,13 @@ def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = Tru
 
 
 def unstraddled(cfg, m: int, measured_m: int):
-    """A carried tile narrower than 128 that straddles two 128-column B-scale blocks (40, 56, 72, 80
-    wide: the count of N tiles kept), moved to the nearest width that does not (32 or 64), the
-    stages capped by its shared memory; None where that is not legal or needs more rounds at M than
-    `cfg` did at the M it was measured at.  Above M = 128, at the 20 cells of spec 163 where the API
-    carried a straddling width, the best 32- or 64-wide split timed beside it took 0.93x its time
-    (0.77x to 1.03x); spec 165 times this rule (bench/TUNING.md step 85)."""
+    """A carried tile narrower than 128 that straddles two 128-column B-scale blocks (24, 40, 56, 72,
+    80 wide: carry_config keeps the count of N tiles), moved to the nearest width that does not (32
+    or 64), the stages capped by its shared memory; None where that is not legal or needs more rounds
+    at M than `cfg` did at the M it was measured at.  Above M = 128: at the 20 cells of spec 163
+    where the API carried a straddling width, the best 32- or 64-wide split timed beside it took
+    0.93x its time; on 26 unseen cells (spec 165) this rule took 0.944x the straddling config's time
+    (0.75x to 1.13x, three slower; bench/TUNING.md step 85)."""
     from dataclasses import replace
     from .ops import OpError
     from .ops.fp8_gemm import check_config, max_stages_for, walk_rounds
