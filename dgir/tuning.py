@@ -28,6 +28,7 @@ that the API runs for the same shape on that device.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -43,10 +44,21 @@ SHIPPED = Path(__file__).resolve().parent / "tuned"
 
 def _entries(path: Path) -> list[dict]:
     try:
-        doc = json.loads(path.read_text())
+        st = path.stat()
+    except OSError:
+        return []
+    return _parsed(str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(path: str, inode: int, mtime_ns: int, size: int) -> tuple:
+    """A table file's entries, parsed once per version of the file: `record` replaces the user cache
+    by a new file (a new inode), so the next look-up parses it again."""
+    try:
+        doc = json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return []
-    return [e for e in doc.get("entries", []) if isinstance(e, dict)]
+    return tuple(e for e in doc.get("entries", []) if isinstance(e, dict))
 
 
 def user_cache() -> Path:
