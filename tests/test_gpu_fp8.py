@@ -562,25 +562,28 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
 
 
-# (N, K) the tuned table has never measured, at small M: the API carries over a measured neighbour's
+# (N, K) the tuned table has never measured: at M <= 512 the API carries over a measured neighbour's
 # config where the cost model's pick is a global split-K or a narrow unsplit tile (bench/TUNING.md
-# step 82); 64 x 6656 x 7168 stays with the model's pick (a 64-wide unsplit tile)
-UNMEASURED = [(64, 1664, 7168), (48, 1792, 7168), (128, 4096, 12288), (96, 320, 7168), (128, 640, 7168),
-              (64, 6656, 7168)]
+# steps 82, 85; above M = 128 a straddling carried width moves to 32 or 64 columns), an M near
+# measured ones takes their config scaled by the SM load, and the rest keep the model's pick
+UNMEASURED = [(64, 1664, 7168, "analogous"), (48, 1792, 7168, "analogous"), (128, 4096, 12288, "analogous"),
+              (96, 320, 7168, "analogous"), (128, 640, 7168, "analogous"), (64, 6656, 7168, "model"),
+              (224, 640, 7168, "analogous"), (288, 704, 7168, "analogous"), (224, 1152, 7168, "analogous"),
+              (224, 1024, 4096, "nearby"), (600, 1664, 7168, "model")]
 
 
-@pytest.mark.parametrize("m,n,k", UNMEASURED, ids=[f"{m}x{n}x{k}" for m, n, k in UNMEASURED])
-def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k):
+@pytest.mark.parametrize("m,n,k,source", UNMEASURED, ids=[f"{m}x{n}x{k}" for m, n, k, _ in UNMEASURED])
+def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k, source):
     from dgir import deep_gemm
     from dgir.ops import get_operator
     from dgir.runtime.device import properties
     d, ref, _ = _run(m, n, k)
     _check(d, ref)
     dev = torch.cuda.current_device()
-    cfg = deep_gemm._config("fp8_gemm_nt", m, n, k, properties(dev), dev)
+    choice = deep_gemm._choice("fp8_gemm_nt", m, n, k, properties(dev), dev)
     model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=properties(dev).sms)
-    carried = (n, k) != (6656, 7168)
-    assert (cfg != model) == carried, (cfg.kernel_name(), model.kernel_name())
+    assert choice.source == source, choice.describe()
+    assert (choice.config != model) == (source != "model"), (choice.config.kernel_name(), model.kernel_name())
 
 
 # the whole config space sampled jointly (tests/dgir_testlib.random_fp8_case; its CPU twin is
