@@ -220,15 +220,16 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     if tuned:
         carried = analogous_config(op, m, n, k, device, sms, model)
         if carried is not None:
-            return Choice(carried[0], "analogous", f"{where}, carried from N={carried[1]['n']} K={carried[1]['k']} "
-                                                    f"M={carried[1]['m']}")
+            cfg, e, note = carried
+            return Choice(cfg, "analogous", f"{where}, carried from N={e['n']} K={e['k']} M={e['m']}"
+                                            + (f"; {note}" if note else ""))
     return Choice(model, "model", f"{sms} SMs")
 
 
 def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True):
     """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`), (the config
-    measured for the nearest (N', K') carried over by `carry_config`, that entry), in place of a model
-    pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
+    measured for the nearest (N', K') carried over by `carry_config`, that entry, a note when
+    `unstraddled` changed its width), in place of a model pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
     does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
     misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
     wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
@@ -245,12 +246,13 @@ def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = Tru
     carried = carry_config(src, n, k)
     if carried is None:
         return None
-    if unstraddle and m > SMALL_M:
-        carried = unstraddled(carried, m, e["m"]) or carried
+    moved = unstraddled(carried, m, e["m"]) if unstraddle and m > SMALL_M else None
+    note = f"width {carried.block_n} -> {moved.block_n}: {carried.block_n} straddles B-scale blocks" if moved else ""
+    carried = moved or carried
     # a split measured in one round must stay one (multi-round global splits ran 2.1x the best, step 84)
     if carried.split_k > 1 and walk_rounds(m, carried) > walk_rounds(e["m"], carried):
         return None
-    return carried, e
+    return carried, e, note
 
 
 def unstraddled(cfg, m: int, measured_m: int):

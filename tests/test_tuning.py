@@ -344,6 +344,7 @@ def test_each_constant_set_is_the_better_chooser_where_it_is_used():
     (100, 576, 7168, "nearby"),        # between the small entries
     (300, 576, 7168, "nearby"),        # bracketed by 256 and 384
     (64, 1664, 7168, "analogous"),     # the model would split through the workspace
+    (224, 640, 7168, "analogous"),     # above M = 128 (step 85), width unstraddled
     (256, 1664, 7168, "model"),        # nothing measured near it
 ])
 def test_compile_runs_the_config_the_api_runs(m, n, k, source):
@@ -354,6 +355,8 @@ def test_compile_runs_the_config_the_api_runs(m, n, k, source):
     assert tuning.TARGET_DEVICE["sm90a"] == (H200.name, H200.sms)
     assert res.config == deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
     assert res.config_source.split(" ")[0] == source and f"chosen   {source}" in res.summary()
+    if (m, n, k) == (224, 640, 7168):     # the carried 64x72 straddles two B-scale blocks: 64 wide
+        assert res.config.block_n == 64 and "width 72 -> 64" in res.config_source
     if source != "model":
         model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)
         assert res.config != model         # else the case would not show which one compile took
