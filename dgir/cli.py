@@ -313,6 +313,47 @@ class Schedule:
 
 
 # --------------------------------------------------------------------------------------------
+@subcommand("choose", "show how the API chooses a shape's tile config: each step asked, the cost model's best candidates")
+class Choose:
+    @staticmethod
+    def add_arguments(p):
+        from .tuning import TARGET_DEVICE
+        device, sms = TARGET_DEVICE["sm90a"]
+        p.add_argument("op", help="operator, e.g. fp8_gemm_nt")
+        p.add_argument("--m", type=int, required=True)
+        p.add_argument("--n", type=int, required=True)
+        p.add_argument("--k", type=int, required=True)
+        p.add_argument("--device", default=device, help=f"device name of the measurements (default {device!r})")
+        p.add_argument("--sms", type=int, default=sms, help=f"its SM count (default {sms})")
+        p.add_argument("--top", type=int, default=5, metavar="N", help="cost-model candidates to list (default 5)")
+
+    @staticmethod
+    def run(args) -> int:
+        from .env import env
+        from .ops import get_operator
+        from .tuning import choose
+        operator = get_operator(args.op)
+        if operator.name != "fp8_gemm_nt":
+            raise CLIError(f"choose: {args.op} has no measured configs or sm90a cost model (fp8_gemm_nt has)")
+        operator.check(m=args.m, n=args.n, k=args.k)
+        steps: list[str] = []
+        choice = choose(args.op, args.m, args.n, args.k, args.device, args.sms, tuned=env().tuned, trace=steps)
+        for line in steps:
+            print(f"  {line}")
+        print(f"chosen   {choice.describe()}\n         {choice.config.kernel_name()}")
+        from .ops.fp8_gemm_model import candidate_configs, config_seconds, params_for
+        params = params_for(args.m)
+        ranked = sorted(candidate_configs(args.m, args.n, args.k, args.sms),
+                        key=lambda c: config_seconds(args.m, args.n, args.k, c, params))
+        print(f"cost model ({'FIRST_FIT' if params is params_for(0) else 'REFIT'} at M={args.m}), best {args.top}:")
+        for c in ranked[:args.top]:
+            print(f"  {config_seconds(args.m, args.n, args.k, c, params) * 1e6:8.1f} us  {c.kernel_name()}")
+        if choice.source != "model":
+            print(f"  {config_seconds(args.m, args.n, args.k, choice.config, params) * 1e6:8.1f} us  "
+                  f"{choice.config.kernel_name()}  (the chosen config, as the model scores it)")
+        return 0
+
+
 @subcommand("env", "list every environment variable dgir reads, its value now and what it does")
 class Env:
     @staticmethod

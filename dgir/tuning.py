@@ -198,32 +198,53 @@ def valid_config(fields: dict):
 
 
 def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,
-           autotune: Callable[[], object] | None = None) -> Choice:
+           autotune: Callable[[], object] | None = None, trace: list | None = None) -> Choice:
     """The tile config for this shape on this device, in the order of the module doc: the entry for
     the exact shape; else `autotune()` when given (DG_AUTOTUNE=1: it times and records); else an
-    entry at a nearby M; else the cost model, which at a small M gives way to an analogous (N', K')'s
-    config where its pick is of a kind it misjudges.  tuned=False (DGIR_TUNED=0): the model alone."""
+    entry at a nearby M; else the cost model, which at M <= ANALOG_MAX_M gives way to an analogous
+    (N', K')'s config where its pick is of a kind it misjudges.  tuned=False (DGIR_TUNED=0): the
+    model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it)."""
     from .ops import get_operator
+    say = trace.append if trace is not None else (lambda line: None)
     where = f"{device}, {sms} SMs"
+    if not tuned:
+        say("measured, nearby, analogous: not asked (DGIR_TUNED=0)")
     if tuned:
         hit = lookup(op, device, sms, m, n, k)
         cfg = valid_config(hit["config"]) if hit is not None else None
         if cfg is not None:
+            say(f"measured: {cfg.kernel_name()}, {hit.get('us')} us ({hit.get('source', '?')})")
             return Choice(cfg, "measured", f"{where}, M={m}")
+        say("measured: " + ("a stale entry, skipped" if hit is not None else f"no entry for {m}x{n}x{k} on {where}"))
     if autotune is not None:
-        return Choice(autotune(), "autotuned", where)
+        cfg = autotune()
+        say(f"autotuned: {cfg.kernel_name()}")
+        return Choice(cfg, "autotuned", where)
     if tuned:
         near = nearby_config(op, m, n, k, device, sms)
         if near is not None:
+            say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}")
             return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
+        say(f"nearby: no entry for N={n} K={k} near M={m}")
     model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms)
+    say(f"model: {model.kernel_name()}")
     if tuned:
         carried = analogous_config(op, m, n, k, device, sms, model)
         if carried is not None:
             cfg, e, note = carried
-            return Choice(cfg, "analogous", f"{where}, carried from N={e['n']} K={e['k']} M={e['m']}"
-                                            + (f"; {note}" if note else ""))
+            detail = f"carried from N={e['n']} K={e['k']} M={e['m']}" + (f"; {note}" if note else "")
+            say(f"analogous: the model's pick is of a kind it misjudges here; {cfg.kernel_name()}, {detail}")
+            return Choice(cfg, "analogous", f"{where}, {detail}")
+        say("analogous: " + (f"not asked (M > {ANALOG_MAX_M})" if m > ANALOG_MAX_M else
+                             "not asked (the model's pick is not of a kind it misjudges)" if not _weak(model) else
+                             "no measured shape near enough to carry from"))
     return Choice(model, "model", f"{sms} SMs")
+
+
+def _weak(model_cfg) -> bool:
+    """The kinds of model pick that measured configs replace (steps 82, 85): a split-K through the
+    global workspace, or an unsplit tile narrower than 64 columns."""
+    return (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
 
 
 def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True):
@@ -236,8 +257,7 @@ def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = Tru
     held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
     0.55x to 1.06x.  None where none applies."""
     from .ops.fp8_gemm import carry_config, walk_rounds
-    weak = (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
-    if op != "fp8_gemm_nt" or not weak:
+    if op != "fp8_gemm_nt" or not _weak(model_cfg):
         return None
     e = analogous(op, device, sms, m, n, k)
     src = valid_config(e["config"]) if e is not None else None

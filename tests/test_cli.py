@@ -414,6 +414,25 @@ def test_compile_config_override(capsys, tmp_path):
     assert "fp8_gemm_nt_950_n256_k512_bm64_bn128" in out and "chosen   model (950; overridden: block_n=128)" in out
 
 
+def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
+    """`dgir choose`: the API's order, one line per step asked, the choice, the model's best."""
+    monkeypatch.delenv("DGIR_TUNED", raising=False)
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "224", "--n", "640", "--k", "7168", "--top", "3")
+    assert rc == 0, err
+    steps = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ") and ":" in line]
+    assert steps[:4] == ["measured", "nearby", "model", "analogous"]
+    assert "width 72 -> 64" in out and "chosen   analogous (NVIDIA H200, 132 SMs, carried from N=576" in out
+    assert "cost model (FIRST_FIT at M=224), best 3:" in out and out.count(" us  fp8_gemm_nt_n640") == 4
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384")
+    assert rc == 0 and "  measured: fp8_gemm_nt_n7168_k16384_bm256_bn128" in out and "nearby" not in out
+    assert "(REFIT at M=4096)" in out
+    monkeypatch.setenv("DGIR_TUNED", "0")
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "576", "--k", "7168")
+    assert rc == 0 and "not asked (DGIR_TUNED=0)" in out and "chosen   model (132 SMs)" in out
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "576", "--k", "7000")
+    assert rc == 2 and "k must be a positive multiple of 16" in err
+
+
 def test_passes_lists_the_optional_research_passes(capsys, monkeypatch):
     import dgir.passes.order_wgmma_issue as research
     from dgir.passes.pipelines import sm90a
