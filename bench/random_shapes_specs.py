@@ -1,0 +1,31 @@
+"""Spec 166 (bench/TUNING.md step 85): the API against cuBLAS at shapes drawn at random, so that the
+chooser as a whole (table, nearby entries, carried configs, the model) is judged away from the
+shapes it was tuned on.  M log-uniform in 1..8192, N a multiple of 64 log-uniform in 256..32768,
+K a multiple of 512 in 512..16384 (torch's block-scaled cuBLAS call is wrong when K / 128 is not a
+multiple of 4, step 84); a fixed seed.  Each shape: `::default` (the API's config on the device)
+and `::cublas`, forward then reversed.
+
+    python bench/random_shapes_specs.py > bench/specs_tune166.txt
+"""
+import math
+import random
+
+SEED, COUNT = 166, 60
+
+
+def shapes(seed=SEED, count=COUNT):
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        m = max(1, round(math.exp(rng.uniform(0, math.log(8192)))))
+        n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
+        k = 512 * rng.randint(1, 32)
+        if 2 * m * n * k > 2e12:        # keep one call under ~2 ms at 1000 TFLOPS
+            continue
+        out.append((m, n, k))
+    return out
+
+
+if __name__ == "__main__":
+    fwd = [line for m, n, k in shapes() for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
+    print("\n".join(fwd + fwd[::-1]))
