@@ -6,18 +6,25 @@ multiple of 4, step 84); a fixed seed.  Each shape: `::default` (the API's confi
 and `::cublas`, forward then reversed.
 
     python bench/random_shapes_specs.py > bench/specs_tune166.txt
+
+Spec 167: 60 more with M a multiple of 4, the only M torch's block-scaled cuBLAS call accepts (it
+refused the other 43 of spec 166), so that every shape has its baseline.
+
+    python bench/random_shapes_specs.py --seed 167 --m-multiple 4 > bench/specs_tune167.txt
 """
+import argparse
 import math
 import random
 
 SEED, COUNT = 166, 60
 
 
-def shapes(seed=SEED, count=COUNT):
+def shapes(seed=SEED, count=COUNT, m_multiple=1):
     rng = random.Random(seed)
     out = []
     while len(out) < count:
         m = max(1, round(math.exp(rng.uniform(0, math.log(8192)))))
+        m = max(m_multiple, m_multiple * round(m / m_multiple))
         n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
         k = 512 * rng.randint(1, 32)
         if 2 * m * n * k > 2e12:        # keep one call under ~2 ms at 1000 TFLOPS
@@ -27,5 +34,10 @@ def shapes(seed=SEED, count=COUNT):
 
 
 if __name__ == "__main__":
-    fwd = [line for m, n, k in shapes() for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--m-multiple", type=int, default=1)
+    args = ap.parse_args()
+    fwd = [line for m, n, k in shapes(args.seed, COUNT, args.m_multiple)
+           for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
     print("\n".join(fwd + fwd[::-1]))
