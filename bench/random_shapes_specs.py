@@ -11,6 +11,12 @@ Spec 167: 60 more with M a multiple of 4, the only M torch's block-scaled cuBLAS
 refused the other 43 of spec 166), so that every shape has its baseline.
 
     python bench/random_shapes_specs.py --seed 167 --m-multiple 4 > bench/specs_tune167.txt
+
+Spec 168 (--keep-rounds): where a carried config's rounding of its width costs a round
+(`tuning.within_rounds`), the carried config as it was against the widened one, with cuBLAS, three
+passes; the first 14 such shapes among random draws (seed 168, M a multiple of 4, M <= 512).
+
+    python bench/random_shapes_specs.py --keep-rounds > bench/specs_tune168.txt
 """
 import argparse
 import math
@@ -33,7 +39,34 @@ def shapes(seed=SEED, count=COUNT, m_multiple=1):
     return out
 
 
+def keep_rounds_lines(seed=168, cells=14):
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from narrow_n_specs import H200, spec
+
+    from dgir import tuning
+    from dgir.ops import get_operator
+    out = []
+    for m, n, k in shapes(seed, 4000, 4):
+        if m > tuning.ANALOG_MAX_M or tuning.lookup("fp8_gemm_nt", *H200, m, n, k) \
+                or tuning.nearby_config("fp8_gemm_nt", m, n, k, *H200):
+            continue
+        model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=H200[1])
+        before = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model, keep_rounds=False)
+        after = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model)
+        if before and after and before[0] != after[0]:
+            out += [spec(m, before[0]), spec(m, after[0]), f"{m},{n},{k}::cublas"]
+            if len(out) == 3 * cells:
+                break
+    return out
+
+
 if __name__ == "__main__":
+    if "--keep-rounds" in __import__("sys").argv[1:]:
+        fwd = keep_rounds_lines()
+        print("\n".join(fwd + fwd[::-1] + fwd))
+        raise SystemExit
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--m-multiple", type=int, default=1)

@@ -247,7 +247,7 @@ def _weak(model_cfg) -> bool:
     return (model_cfg.split_k > 1 and not model_cfg.split_cluster) or (model_cfg.split_k == 1 and model_cfg.block_n < 64)
 
 
-def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True):
+def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True, keep_rounds: bool = True):
     """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`), (the config
     measured for the nearest (N', K') carried over by `carry_config`, that entry, a note when
     `unstraddled` changed its width), in place of a model pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
@@ -269,10 +269,41 @@ def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = Tru
     moved = unstraddled(carried, m, e["m"]) if unstraddle and m > SMALL_M else None
     note = f"width {carried.block_n} -> {moved.block_n}: {carried.block_n} straddles B-scale blocks" if moved else ""
     carried = moved or carried
+    if keep_rounds and walk_rounds(m, carried) > walk_rounds(e["m"], src):
+        wider = within_rounds(carried, m, walk_rounds(e["m"], src))
+        if wider is None:
+            return None
+        note = "; ".join(filter(None, [note, f"width {carried.block_n} -> {wider.block_n}: "
+                                              f"{walk_rounds(m, carried)} rounds where the measured config ran "
+                                              f"{walk_rounds(e['m'], src)}"]))
+        carried = wider
     # a split measured in one round must stay one (multi-round global splits ran 2.1x the best, step 84)
     if carried.split_k > 1 and walk_rounds(m, carried) > walk_rounds(e["m"], carried):
         return None
     return carried, e, note
+
+
+def within_rounds(cfg, m: int, rounds: int):
+    """The narrowest legal wider tile than `cfg`'s (same kind otherwise, stages capped by its shared
+    memory) whose walk at M takes at most `rounds`; None if none.  carry_config keeps about the
+    count of N tiles, and its rounding can cross a round: 4096/32 = 128 tiles carried to N = 3200 as
+    134 24-wide ones, two rounds of 132 where the measured config ran one (spec 167: 24.5 us against
+    cuBLAS's 21.5 at 4x3200x9728)."""
+    from dataclasses import replace
+    from .ops import OpError
+    from .ops.fp8_gemm import CLUSTER_SPLIT_MAX_BLOCK_N, check_config, legal_block_ns, max_stages_for, walk_rounds
+    for bn in legal_block_ns(cfg.n):
+        if bn <= cfg.block_n or (cfg.split_cluster and bn > CLUSTER_SPLIT_MAX_BLOCK_N):
+            continue
+        out = replace(cfg, block_n=bn)
+        out = replace(out, stages=min(out.stages, max_stages_for(out)))
+        try:
+            check_config(out)
+        except OpError:
+            continue
+        if walk_rounds(m, out) <= rounds:
+            return out
+    return None
 
 
 def unstraddled(cfg, m: int, measured_m: int):
