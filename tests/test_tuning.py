@@ -185,6 +185,21 @@ def test_sm_load_counts_two_ctas_per_sm_beyond_the_rounds():
     assert entry_m == 192
 
 
+def test_a_carried_config_keeps_the_rounds_it_was_measured_in():
+    """carry_config keeps about the count of N tiles; its rounding could cross a round (4096/32 = 128
+    tiles carried to N = 3200 as 134 tiles 24 wide: two rounds of 132).  within_rounds widens it
+    back to one round (spec 168: 14 such cells 0.70x the time, none slower)."""
+    from dgir.ops.fp8_gemm import walk_rounds
+    model = get_operator("fp8_gemm_nt").choose_config(m=4, n=3200, k=9728, num_sms=132)
+    before = tuning.analogous_config("fp8_gemm_nt", 4, 3200, 9728, H200.name, 132, model, keep_rounds=False)
+    cfg, e, note = tuning.analogous_config("fp8_gemm_nt", 4, 3200, 9728, H200.name, 132, model)
+    src = tuning.valid_config(e["config"])
+    assert walk_rounds(4, before[0]) == 2 and walk_rounds(e["m"], src) == 1
+    assert walk_rounds(4, cfg) == 1 and (before[0].block_n, cfg.block_n) == (24, 32)
+    assert "width 24 -> 32: 2 rounds where the measured config ran 1" in note
+    assert tuning.choose("fp8_gemm_nt", 4, 3200, 9728, H200.name, 132).config == cfg
+
+
 def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(monkeypatch):
     """make_tuned_table: the newest file that timed the pick twice beside other configs (twice each)
     decides by medians, with a 1% margin; a single fast sample elsewhere does not."""
