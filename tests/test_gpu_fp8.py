@@ -564,12 +564,14 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
 
 # (N, K) the tuned table has never measured: at M <= 512 the API carries over a measured neighbour's
 # config where the cost model's pick is a global split-K or a narrow unsplit tile (bench/TUNING.md
-# steps 82, 85; above M = 128 a straddling carried width moves to 32 or 64 columns), an M near
+# steps 82, 85; above M = 128 a straddling carried width moves to 32 or 64 columns; a width whose
+# rounding crossed a round is widened back), an M near
 # measured ones takes their config scaled by the SM load, and the rest keep the model's pick
 UNMEASURED = [(64, 1664, 7168, "analogous"), (48, 1792, 7168, "analogous"), (128, 4096, 12288, "analogous"),
               (96, 320, 7168, "analogous"), (128, 640, 7168, "analogous"), (64, 6656, 7168, "model"),
               (224, 640, 7168, "analogous"), (288, 704, 7168, "analogous"), (224, 1152, 7168, "analogous"),
-              (224, 1024, 4096, "nearby"), (600, 1664, 7168, "model")]
+              (224, 1024, 4096, "nearby"), (600, 1664, 7168, "model"),
+              (4, 3200, 9728, "analogous"), (120, 1344, 5632, "analogous")]   # widened back to one round
 
 
 @pytest.mark.parametrize("m,n,k,source", UNMEASURED, ids=[f"{m}x{n}x{k}" for m, n, k, _ in UNMEASURED])
