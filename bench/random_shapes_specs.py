@@ -17,6 +17,11 @@ Spec 168 (--keep-rounds): where a carried config's rounding of its width costs a
 passes; the first 14 such shapes among random draws (seed 168, M a multiple of 4, M <= 512).
 
     python bench/random_shapes_specs.py --keep-rounds > bench/specs_tune168.txt
+
+Spec 169: a fresh draw after the fixes of specs 164-168, the chooser's state judged on shapes none
+of them saw.
+
+    python bench/random_shapes_specs.py --seed 169 --m-multiple 4 > bench/specs_tune169.txt
 """
 import argparse
 import math
