@@ -22,6 +22,12 @@ Spec 169: a fresh draw after the fixes of specs 164-168, the chooser's state jud
 of them saw.
 
     python bench/random_shapes_specs.py --seed 169 --m-multiple 4 > bench/specs_tune169.txt
+
+Spec 170 (--cluster-rounds): the model's picks that change when it counts a multicast cluster's
+rounds in cluster tiles (fp8_gemm_model.CLUSTER_ROUNDS), over the 180 shapes of specs 166, 167 and
+169: the old pick, the new one, cuBLAS; three passes.
+
+    python bench/random_shapes_specs.py --cluster-rounds > bench/specs_tune170.txt
 """
 import argparse
 import math
@@ -67,7 +73,30 @@ def keep_rounds_lines(seed=168, cells=14):
     return out
 
 
+def cluster_rounds_lines():
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from narrow_n_specs import spec
+
+    from dgir.ops import fp8_gemm_model as model
+    out = []
+    for seed, mult in ((166, 1), (167, 4), (169, 4)):
+        for m, n, k in shapes(seed, COUNT, mult):
+            model.CLUSTER_ROUNDS = False
+            before = model.choose_config(m, n, k)
+            model.CLUSTER_ROUNDS = True
+            after = model.choose_config(m, n, k)
+            if before != after:
+                out += [spec(m, before), spec(m, after), f"{m},{n},{k}::cublas"]
+    return out
+
+
 if __name__ == "__main__":
+    if "--cluster-rounds" in __import__("sys").argv[1:]:
+        fwd = cluster_rounds_lines()
+        print("\n".join(fwd + fwd[::-1] + fwd))
+        raise SystemExit
     if "--keep-rounds" in __import__("sys").argv[1:]:
         fwd = keep_rounds_lines()
         print("\n".join(fwd + fwd[::-1] + fwd))

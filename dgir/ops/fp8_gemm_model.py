@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, legal_block_ns, max_stages,
-                       three_warpgroup_spill)
+from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
+                       max_stages, three_warpgroup_spill)
 
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
@@ -74,7 +74,8 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
                     tc_straddle_wide=0.902)
-GPC_SMS = ((6, 16), (2, 18))   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
+GPC_SMS = ((6, 16), (2, 18))
+CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 
 
 def params_for(m: int) -> ModelParams:
@@ -111,6 +112,11 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     slots = num_sms * ctas_per_sm
     waves = ceil_div(ctas, slots)                       # rounds of the persistent loop
     in_cluster = split_k > 1 and split_reduce == "cluster"
+    if cluster > 1 and CLUSTER_ROUNDS:   # the walk covers cluster tiles, one per cluster: with B shared
+        # along M an odd count of m blocks leaves half of the last pair idle (spec 169: 2372x1856x6144,
+        # 192x64 c2B, 13 m blocks, 4 rounds where the tiles alone make 3: 95.8 us, modelled 60.2)
+        waves = ceil_div(cluster_tiles(ceil_div(m, block_m), ceil_div(n, block_n), cluster, multicast),
+                         max(1, num_sms // cluster))
     if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
         resident = sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS)
         waves = ceil_div(tiles, max(1, resident))
