@@ -248,14 +248,17 @@ def _weak(model_cfg) -> bool:
 
 
 def analogous_config(op, m, n, k, device, sms, model_cfg, unstraddle: bool = True, keep_rounds: bool = True):
-    """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`), (the config
-    measured for the nearest (N', K') carried over by `carry_config`, that entry, a note when
-    `unstraddled` changed its width), in place of a model pick of the kinds the model misjudges there: a split-K reduced through the global workspace (the model
-    does not propose the cluster reduction) or a tile narrower than 64 columns without a split (it
-    misses the per-tile fixed costs).  Where the model picked an unsplit tile 64 or more columns
-    wide, the carried config measured as fast or up to 11% slower (spec 150), so those stay.  On 25
-    held-out cells (spec 151, bench/TUNING.md step 82): 0.91x the model pick's time (geomean),
-    0.55x to 1.06x.  None where none applies."""
+    """At M <= ANALOG_MAX_M whose (N, K) has no nearby measurement (:func:`analogous`): (the config
+    measured for the nearest (N', K') carried over by `carry_config`, that entry, a note on any width
+    change), in place of a model pick of the kinds the model misjudges there (`_weak`): a split-K
+    reduced through the global workspace (the model does not propose the cluster reduction) or a
+    tile narrower than 64 columns without a split (it misses the per-tile fixed costs).  Where the
+    model picked an unsplit tile 64 or more columns wide, the carried config measured as fast or up
+    to 11% slower (spec 150), so those stay.  Above M = 128 a straddling carried width moves to 32
+    or 64 (`unstraddled`); a width whose rounding needs more rounds than the source ran widens
+    (`within_rounds`, keep_rounds).  Held out: 0.91x the model pick's time on 25 cells at M <= 128
+    (spec 151, bench/TUNING.md step 82), 0.865x on 35 at M = 160-448 (spec 163, step 85).  None
+    where none applies."""
     from .ops.fp8_gemm import carry_config, walk_rounds
     if op != "fp8_gemm_nt" or not _weak(model_cfg):
         return None
@@ -288,22 +291,29 @@ def within_rounds(cfg, m: int, rounds: int):
     memory) whose walk at M takes at most `rounds`; None if none.  carry_config keeps about the
     count of N tiles, and its rounding can cross a round: 4096/32 = 128 tiles carried to N = 3200 as
     134 24-wide ones, two rounds of 132 where the measured config ran one (spec 167: 24.5 us against
-    cuBLAS's 21.5 at 4x3200x9728)."""
-    from dataclasses import replace
-    from .ops import OpError
-    from .ops.fp8_gemm import CLUSTER_SPLIT_MAX_BLOCK_N, check_config, legal_block_ns, max_stages_for, walk_rounds
+    cuBLAS's 21.5 at 4x3200x9728; with the rule, 0.70x the time at 14 such shapes, spec 168)."""
+    from .ops.fp8_gemm import CLUSTER_SPLIT_MAX_BLOCK_N, legal_block_ns, walk_rounds
     for bn in legal_block_ns(cfg.n):
         if bn <= cfg.block_n or (cfg.split_cluster and bn > CLUSTER_SPLIT_MAX_BLOCK_N):
             continue
-        out = replace(cfg, block_n=bn)
-        out = replace(out, stages=min(out.stages, max_stages_for(out)))
-        try:
-            check_config(out)
-        except OpError:
-            continue
-        if walk_rounds(m, out) <= rounds:
+        out = _with_width(cfg, bn)
+        if out is not None and walk_rounds(m, out) <= rounds:
             return out
     return None
+
+
+def _with_width(cfg, block_n: int):
+    """`cfg` with another BLOCK_N, its ring capped by the new tile's shared memory; None if illegal."""
+    from dataclasses import replace
+    from .ops import OpError
+    from .ops.fp8_gemm import check_config, max_stages_for
+    out = replace(cfg, block_n=block_n)
+    out = replace(out, stages=min(out.stages, max_stages_for(out)))
+    try:
+        check_config(out)
+    except OpError:
+        return None
+    return out
 
 
 def unstraddled(cfg, m: int, measured_m: int):
@@ -314,19 +324,11 @@ def unstraddled(cfg, m: int, measured_m: int):
     where the API carried a straddling width, the best 32- or 64-wide split timed beside it took
     0.93x its time; on 26 unseen cells (spec 165) this rule took 0.944x the straddling config's time
     (0.75x to 1.13x, three slower; bench/TUNING.md step 85)."""
-    from dataclasses import replace
-    from .ops import OpError
-    from .ops.fp8_gemm import check_config, max_stages_for, walk_rounds
+    from .ops.fp8_gemm import walk_rounds
     if cfg.block_n >= 128 or 128 % cfg.block_n == 0:
         return None
-    bn = min((32, 64), key=lambda b: abs(math.log(b / cfg.block_n)))
-    out = replace(cfg, block_n=bn)
-    out = replace(out, stages=min(out.stages, max_stages_for(out)))
-    try:
-        check_config(out)
-    except OpError:
-        return None
-    return out if walk_rounds(m, out) <= walk_rounds(measured_m, cfg) else None
+    out = _with_width(cfg, min((32, 64), key=lambda b: abs(math.log(b / cfg.block_n))))
+    return out if out is not None and walk_rounds(m, out) <= walk_rounds(measured_m, cfg) else None
 
 
 NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
