@@ -28,6 +28,10 @@ rounds in cluster tiles (fp8_gemm_model.CLUSTER_ROUNDS), over the 180 shapes of 
 169: the old pick, the new one, cuBLAS; three passes.
 
     python bench/random_shapes_specs.py --cluster-rounds > bench/specs_tune170.txt
+
+Spec 171: a last fresh draw, the chooser at the end of step 85.
+
+    python bench/random_shapes_specs.py --seed 171 --m-multiple 4 > bench/specs_tune171.txt
 """
 import argparse
 import math
