@@ -200,6 +200,22 @@ def test_a_carried_config_keeps_the_rounds_it_was_measured_in():
     assert tuning.choose("fp8_gemm_nt", 4, 3200, 9728, H200.name, 132).config == cfg
 
 
+def test_the_model_counts_a_multicast_kernels_rounds_in_cluster_tiles(monkeypatch):
+    """A B-sharing pair of CTAs walks cluster tiles; 13 m blocks of 192 rows make 7 pairs, so 2372 x
+    1856 x 6144 in 192x64 c2B takes 4 rounds where its tiles alone take 3 (95.8 us measured, 60.2
+    modelled before, cuBLAS 60.4; spec 169).  The model now charges the fourth round and picks
+    another config (62.1 us, spec 170)."""
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm import walk_rounds
+    pair = Fp8GemmConfig(n=1856, k=6144, block_m=192, block_n=64, stages=6, cluster=2, multicast="B")
+    single = Fp8GemmConfig(n=1856, k=6144, block_m=192, block_n=64, stages=6)
+    assert (walk_rounds(2372, pair), walk_rounds(2372, single)) == (4, 3)
+    assert model.config_seconds(2372, 1856, 6144, pair) > 1.2 * model.config_seconds(2372, 1856, 6144, single)
+    assert model.choose_config(2372, 1856, 6144) != pair
+    monkeypatch.setattr(model, "CLUSTER_ROUNDS", False)          # the rule before step 85
+    assert model.choose_config(2372, 1856, 6144) == pair
+
+
 def test_table_rule_head_to_head_within_one_file_outranks_cross_file_fastest(monkeypatch):
     """make_tuned_table: the newest file that timed the pick twice beside other configs (twice each)
     decides by medians, with a 1% margin; a single fast sample elsewhere does not."""
