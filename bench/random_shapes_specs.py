@@ -35,7 +35,12 @@ Spec 171: a last fresh draw, the chooser at the end of step 85.
 """
 import argparse
 import math
+import os
 import random
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from narrow_n_specs import carried_change, spec  # noqa: E402
 
 SEED, COUNT = 166, 60
 
@@ -55,34 +60,17 @@ def shapes(seed=SEED, count=COUNT, m_multiple=1):
 
 
 def keep_rounds_lines(seed=168, cells=14):
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from narrow_n_specs import H200, spec
-
     from dgir import tuning
-    from dgir.ops import get_operator
     out = []
     for m, n, k in shapes(seed, 4000, 4):
-        if m > tuning.ANALOG_MAX_M or tuning.lookup("fp8_gemm_nt", *H200, m, n, k) \
-                or tuning.nearby_config("fp8_gemm_nt", m, n, k, *H200):
-            continue
-        model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=H200[1])
-        before = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model, keep_rounds=False)
-        after = tuning.analogous_config("fp8_gemm_nt", m, n, k, *H200, model)
-        if before and after and before[0] != after[0]:
-            out += [spec(m, before[0]), spec(m, after[0]), f"{m},{n},{k}::cublas"]
+        if m <= tuning.ANALOG_MAX_M:
+            out += carried_change(m, n, k, keep_rounds=False)
             if len(out) == 3 * cells:
                 break
     return out
 
 
 def cluster_rounds_lines():
-    import os
-    import sys
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from narrow_n_specs import spec
-
     from dgir.ops import fp8_gemm_model as model
     out = []
     for seed, mult in ((166, 1), (167, 4), (169, 4)):
@@ -97,11 +85,11 @@ def cluster_rounds_lines():
 
 
 if __name__ == "__main__":
-    if "--cluster-rounds" in __import__("sys").argv[1:]:
+    if "--cluster-rounds" in sys.argv[1:]:
         fwd = cluster_rounds_lines()
         print("\n".join(fwd + fwd[::-1] + fwd))
         raise SystemExit
-    if "--keep-rounds" in __import__("sys").argv[1:]:
+    if "--keep-rounds" in sys.argv[1:]:
         fwd = keep_rounds_lines()
         print("\n".join(fwd + fwd[::-1] + fwd))
         raise SystemExit
