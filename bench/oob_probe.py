@@ -1,0 +1,99 @@
+"""Does a tile that reaches past M cost more than a full one?  (bench/TUNING.md step 86)
+
+    python bench/oob_probe.py --out oob.json "588,768,12416,5632:bm=192,bn=128,s=4,cl=2B" ...
+
+A spec is "M,M_PAD,N,K:config" (config keys as in experiments.py).  The operands are drawn with M_PAD
+rows; the kernel always computes M rows (its M parameter is M), so it walks the same tiles in every
+variant, and only what the tensor maps say lies beyond row M changes:
+  plain        A, SFA and D have M rows: the last m block's loads and store reach past the maps' ends
+               (TMA fills zeros / clips rows), as in any call with M not a multiple of BLOCK_M;
+  a_inbounds   A and SFA have M_PAD rows (the same first M rows): the loads stay inside the maps;
+  ad_inbounds  D also has M_PAD rows: the store stays inside too;
+  full         the kernel computes all M_PAD rows (the same tile walk when M_PAD <= the padded grid).
+Each variant's first M rows are checked against the reference; two passes in alternating order.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+from common import calc_diff, do_bench, header, write  # noqa: E402
+
+from dgir import deep_gemm  # noqa: E402
+from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
+from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
+
+VARIANTS = ("plain", "a_inbounds", "ad_inbounds", "full")
+
+
+def parse(spec: str):
+    shape, cfgs = (spec.split(":") + [""])[:2]
+    m, pad, n, k = map(int, shape.split(","))
+    kw = dict(x.split("=") for x in cfgs.split(",") if x)
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
+                        stages=int(kw.get("s", 4)), split_k=int(kw.get("sk", 1)),
+                        cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
+                        ctas_per_sm=int(kw.get("o", 1)),
+                        split_reduce="cluster" if kw.get("sr") == "cl" else "global")
+    return m, pad, n, k, cfg
+
+
+def runs(spec: str, device):
+    m, pad, n, k, cfg = parse(spec)
+    A, sfa, B, sfb, ref = fp8_inputs(pad, n, k, device, 0, 2.0)
+    kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, config=cfg, variant=spec)
+    stream = torch.cuda.current_stream(device).cuda_stream
+    out = {}
+    for v in VARIANTS:
+        rows_in = m if v == "plain" else pad
+        rows_d = pad if v in ("ad_inbounds", "full") else m
+        d = torch.full((rows_d, n), float("nan"), dtype=torch.bfloat16, device=device)
+        tensors = kernel_tensors(A[:rows_in], sfa[:rows_in].contiguous(), B, sfb, d)
+        m_run = pad if v == "full" else m
+        plan = kern.plan(tensors, m_run)
+        run = (lambda p: lambda: p(stream, False))(plan)
+        run()
+        torch.cuda.synchronize()
+        got = d[:m_run].double()
+        diff = calc_diff(got, ref[:m_run]) if bool(torch.isfinite(got).all()) else float("nan")
+        out[v] = (run, diff, kern.result.name)
+    return m, pad, n, k, out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("specs", nargs="+")
+    args = ap.parse_args()
+    device = torch.device("cuda", 0)
+    doc = {**header(device), "method": "triton do_bench, L2 flushed, median; variants in alternating order",
+           "rows": []}
+    for spec in args.specs:
+        t0 = time.time()
+        try:
+            m, pad, n, k, out = runs(spec, device)
+            for p in range(args.passes):
+                order = VARIANTS if p % 2 == 0 else VARIANTS[::-1]
+                for v in order:
+                    run, diff, name = out[v]
+                    ms = do_bench(run)
+                    r = {"spec": spec, "variant": v, "pass": p, "m": pad if v == "full" else m, "n": n, "k": k,
+                         "kernel": name, "diff": diff, "ms": ms}
+                    print(r, flush=True)
+                    doc["rows"].append(r)
+        except Exception as e:
+            r = {"spec": spec, "error": f"{type(e).__name__}: {str(e)[:400]}"}
+            print(r, flush=True)
+            doc["rows"].append(r)
+        doc["rows"][-1]["wall_s"] = round(time.time() - t0, 2)
+        write(args.out, doc)
+
+
+if __name__ == "__main__":
+    main()
