@@ -137,9 +137,10 @@ def bench_module(name: str):
     return importlib.import_module(name)
 
 
-def interpret_as_launched(kern: Node, m: int, inputs: dict, seed: int = 0) -> dict:
+def interpret_as_launched(kern: Node, m: int, inputs: dict, seed: int = 0, stats: dict | None = None) -> dict:
     """The CPU interpreter's outputs of one launch as the host makes it: its grid (kernel_grid) and its
-    workspace (workspace_shapes: NaN-poisoned partials, zeroed tile counters) beside `inputs`."""
+    workspace (workspace_shapes: NaN-poisoned partials, zeroed tile counters) beside `inputs`
+    (`stats`: run_kernel's)."""
     import torch
     from dgir.interp import run_kernel
     from dgir.ops.fp8_gemm import kernel_grid, workspace_shapes
@@ -147,14 +148,14 @@ def interpret_as_launched(kern: Node, m: int, inputs: dict, seed: int = 0) -> di
     ins = dict(inputs)
     for name, shape in workspace_shapes(kern, m, grid).items():
         ins[name] = torch.zeros(shape, dtype=torch.int32) if name == "LOCKS" else torch.full(shape, float("nan"))
-    return run_kernel(kern, ins, grid=grid, seed=seed)
+    return run_kernel(kern, ins, grid=grid, seed=seed, stats=stats)
 
 
 # --- the whole config space, sampled ------------------------------------------------------------
 def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
     split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
-    epilogue, stream-K, promotion, staging, persistent grid size, tile-order band), with a shape
+    epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band), with a shape
     that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
     a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
     gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
@@ -175,6 +176,7 @@ def random_fp8_case(rng, gpu: bool = False):
         staging = "ring" if (split_k == 1 and epilogue == "tma" and not stream_k and bm <= 128
                              and ring_staging_panels(bm, bn) is not None and rng.random() < 0.25) else "tile"
         promotion = "rescaled" if rng.random() < 0.12 else "fp32"
+        m_tail = "shift" if rng.random() < 0.3 else "fill"
         order = rng.choice(["together", "together", "alternate", "pingpong"]) if bm >= 128 else "together"
         kb = split_k * rng.randint(1, (56 if gpu else 6) // split_k or 1)
         k = 128 * kb - rng.choice([0, 0, 0, 16 * rng.randint(1, 7)])
@@ -188,7 +190,7 @@ def random_fp8_case(rng, gpu: bool = False):
                             num_sms=max(sms, cluster), swizzle_group=rng.choice([1, 2, 16]), split_k=split_k,
                             epilogue=epilogue, cluster=cluster, multicast=multicast, ctas_per_sm=occ,
                             split_reduce=split_reduce, math_order=order, stream_k=stream_k,
-                            promotion=promotion, staging=staging)
+                            promotion=promotion, staging=staging, m_tail=m_tail)
         most = max_stages_for(cfg)      # the ring that fits beside the config's other buffers
         if most < 1:
             continue

@@ -67,6 +67,8 @@ class ChannelOps:
             dst_sl.append(slice(lo - st, hi - st))
         if not empty:
             data[tuple(dst_sl)] = src[tuple(src_sl)]
+            if any(d.stop - d.start != ext for d, ext in zip(dst_sl, box)):
+                self.partial_loads[param] = self.partial_loads.get(param, 0) + 1
         data = data.reshape(slot_t.shape)
         dests = t.cta.cluster if mc > 1 else [t.cta]
         for cta in dests:

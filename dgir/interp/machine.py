@@ -64,6 +64,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
         self.outputs = sorted(stored | (set(self.params) - read))
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
+        self.partial_loads: dict[str, int] = {}     # param -> TMA boxes partly past its ends
         # a fill is complete when the commit arrived and every ring the channel's loads write is whole
         loaded = {(ch, ring) for ring, (ch, _, _) in async_filled_rings(kernel).items()}
         self.fill_elems: dict[str, int] = {}
@@ -470,10 +471,16 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
 
 
 def run_kernel(kernel: Node, inputs: dict[str, torch.Tensor], grid: int | None = None, seed: int = 0,
-               max_steps: int = 10_000_000) -> dict[str, torch.Tensor]:
+               max_steps: int = 10_000_000, stats: dict | None = None) -> dict[str, torch.Tensor]:
     """Run `kernel` on the CPU.  `inputs` maps param names to tensors (runtime extents such as M and
     M4 = align(M, 4) are bound from their shapes); returns the params the kernel stores to (fresh
     tensors: an output given in `inputs` is copied first, one left out starts as NaN).  `grid` CTAs
     run one after another (default min(#tiles, num_sms)); `seed` drives the interleaving of tasks and
-    the landing of asynchronous copies.  Raises InterpError / DeadlockError / RaceError."""
-    return _Machine(kernel, inputs, grid, seed, max_steps).run()
+    the landing of asynchronous copies.  Raises InterpError / DeadlockError / RaceError.  `stats`, when
+    given, receives "partial_loads": {param: TMA loads whose box lies partly outside the tensor}
+    (the rows past the end that TMA zero-fills)."""
+    machine = _Machine(kernel, inputs, grid, seed, max_steps)
+    out = machine.run()
+    if stats is not None:
+        stats["partial_loads"] = dict(machine.partial_loads)
+    return out

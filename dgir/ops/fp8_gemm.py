@@ -36,7 +36,7 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile"}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill"}      # Fp8GemmConfig fields left out of key() at their default
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,13 @@ class Fp8GemmConfig:
                                  # math warpgroups keep until the TMA store has read it (pass
                                  # stage_in_ring_slot), so the tile's bytes become one more ring stage.
                                  # Fits 64-row tiles, 128x64 and 128x128 (ring_staging_panels)
+    m_tail: str = "fill"         # the last m block when BLOCK_M does not divide M: "fill": its tile
+                                 # reaches past row M (TMA zero-fills A's and SFA's missing rows, the
+                                 # store clips them); "shift": the tile moves up to end at row M, over
+                                 # rows of the block before it, so every load and store lies inside the
+                                 # tensors.  Both tiles compute those rows with the same operands in the
+                                 # same order, so they store the same bits (TUNING.md step 86: a tile
+                                 # mostly past M loads slowly, 588x12416x5632 192x128 +11-15%)
 
     @property
     def math_wgs(self) -> int:
@@ -134,8 +141,9 @@ class Fp8GemmConfig:
         stk = "_stk" if self.stream_k else ""
         rs = "_rs" if self.promotion == "rescaled" else ""
         ring = "_dring" if self.staging == "ring" else ""
+        tail = "_tsh" if self.m_tail == "shift" else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -418,6 +426,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.math_order != "together" and cfg.math_wgs < 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two or more math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
+    if cfg.m_tail not in ("fill", "shift"):
+        raise OpError(f"fp8_gemm_nt: m_tail must be 'fill' or 'shift', got {cfg.m_tail!r}")
     if cfg.promotion not in ("fp32", "rescaled"):
         raise OpError(f"fp8_gemm_nt: promotion must be 'fp32' or 'rescaled', got {cfg.promotion!r}")
     if cfg.promotion == "rescaled":
@@ -573,7 +583,18 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
+        if cfg.m_tail == "shift":
+            m0 = shifted_tail(b, m0)
         return m0, n0
+
+    def shifted_tail(b: Builder, m0):
+        """m0 of a tile that reaches past row M moved up to end at M (not below row 0; a tile that
+        starts at or past M, the idle half of a last B-sharing pair, stays where it is):
+        m0 - min(overhang, m0) * (m0 < M), with overhang = m0 - min(m0, M - BLOCK_M)."""
+        M = b.scalar(Op.DIM, "M_tail", "A", axis=0)
+        overhang = b.scalar(Op.SUB, "overhang", m0, b.scalar(Op.MIN, "m0_fit", m0, b.scalar(Op.SUB, "m_last", M, BM)))
+        up = b.scalar(Op.MUL, "tail_up", b.scalar(Op.MIN, "tail_room", overhang, m0), b.scalar(Op.LT, "inside", m0, M))
+        return b.scalar(Op.SUB, "m0_tail", m0, up)
 
     def walk(b: Builder, role: str):
         """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop

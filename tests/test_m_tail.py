@@ -1,0 +1,71 @@
+"""m_tail="shift": the last m block's tile moves up to end at row M (bench/TUNING.md step 86).
+
+On the CPU interpreter, for each kind of walk (plain, two waves, three warpgroups, split-K over a
+workspace and over a cluster, clusters sharing A or B, stream-K): every pipeline stage computes the
+same bits as the "fill" kernel, and with M >= BLOCK_M no load of A or SFA reaches past row M."""
+import pytest
+import torch
+from dgir_testlib import interpret_as_launched
+from test_pipeline_interp import _check_every_stage
+
+from dgir.emitters.ptx import emit_ptx
+from dgir.interp import fp8_gemm_inputs
+from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower
+from dgir.pipeline import pipeline, run_pipeline
+
+CASES = [   # (m, n, k, config fields)
+    (150, 256, 384, dict(block_m=128, block_n=128, stages=3)),           # 22 rows in the last block
+    (70, 96, 256, dict(block_m=64, block_n=48, stages=2)),                # straddling B-scale blocks
+    (300, 256, 384, dict(block_m=256, block_n=128, stages=3)),            # two waves a warpgroup
+    (200, 128, 256, dict(block_m=192, block_n=64, stages=2)),             # three math warpgroups
+    (140, 192, 768, dict(block_m=128, block_n=64, stages=2, split_k=3)),  # split-K, global workspace
+    (70, 128, 1024, dict(block_m=64, block_n=32, stages=2, split_k=4, split_reduce="cluster")),
+    (300, 256, 384, dict(block_m=128, block_n=64, stages=3, cluster=2, multicast="A")),
+    (300, 128, 384, dict(block_m=128, block_n=64, stages=3, cluster=2, multicast="B")),   # 3 m blocks:
+    (40, 128, 256, dict(block_m=64, block_n=64, stages=2)),               # a pair's CTA past M; M < BM
+    (150, 256, 512, dict(block_m=128, block_n=64, stages=2, stream_k=True)),
+]
+
+
+def _cfg(n, k, fields, tail):
+    return Fp8GemmConfig(n=n, k=k, num_sms=3 if "cluster" not in fields else 4, m_tail=tail, **fields)
+
+
+@pytest.mark.parametrize("m,n,k,fields", CASES)
+def test_shifted_tail_gives_the_fill_kernels_bits(m, n, k, fields):
+    shifted = _cfg(n, k, fields, "shift")
+    if not shifted.stream_k:    # each stage: close to the reference, the same bits as the first
+        _check_every_stage(shifted, m, n, k)
+    final = run_pipeline(lower(shifted), pipeline("sm90a"))
+    ins = fp8_gemm_inputs(m, n, k, seed=m + n + k)
+    fill = interpret_as_launched(lower(_cfg(n, k, fields, "fill")), m, ins, seed=1)["D"]
+    stats: dict = {}
+    out = interpret_as_launched(final, m, ins, seed=2, stats=stats)["D"]
+    assert torch.equal(out.view(torch.int16), fill.view(torch.int16))
+    if m >= shifted.block_m:
+        assert not {p: c for p, c in stats["partial_loads"].items() if p in ("A", "SFA")}, stats
+
+
+def test_fill_tail_loads_past_m():
+    """The counter the test above relies on sees the fill kernel's last block reach past M."""
+    m, n, k, fields = CASES[0]
+    stats: dict = {}
+    interpret_as_launched(lower(_cfg(n, k, fields, "fill")), m, fp8_gemm_inputs(m, n, k), stats=stats)
+    assert stats["partial_loads"].get("A", 0) > 0 and stats["partial_loads"].get("SFA", 0) > 0
+
+
+def test_shifted_tail_in_the_ptx_and_the_name():
+    cfg = Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3, m_tail="shift")
+    assert cfg.kernel_name().endswith("_tsh")
+    assert Fp8GemmConfig(n=256, k=512).key() == Fp8GemmConfig(n=256, k=512, m_tail="fill").key()
+    final = run_pipeline(lower(cfg), pipeline("sm90a"))
+    ptx = emit_ptx(final)
+    plain = emit_ptx(run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3)),
+                                  pipeline("sm90a")))
+    # the clamp: M - BLOCK_M, a signed min against the tile's row, once per role and tile
+    assert ptx.count("sub.s32") > plain.count("sub.s32") and ptx.count("min.s32") >= plain.count("min.s32") + 2
+
+
+def test_bad_m_tail_is_refused():
+    with pytest.raises(OpError, match="m_tail must be 'fill' or 'shift'"):
+        check_config(Fp8GemmConfig(n=256, k=512, m_tail="pad"))
