@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import Node
-from .state import InterpError, RaceError, _Blocker, _Channel, _Copy, _poison, _Task
+from .state import InterpError, RaceError, _Blocker, check_box_start, _Channel, _Copy, _poison, _Task
 
 
 class ChannelOps:
@@ -52,6 +52,7 @@ class ChannelOps:
         c = [self._int(t, x) for x in coords]
         if len(c) != src.dim():
             raise InterpError(f"tma_load: {len(c)} coordinates for a rank-{src.dim()} param %{param}")
+        check_box_start(c, src, "tma_load", param)
         if slot_t.dim() > src.dim():
             raise InterpError(f"tma_load: slot {tuple(slot_t.shape)} has a higher rank than %{param}")
         box = (1,) * (src.dim() - slot_t.dim()) + tuple(slot_t.shape)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..ir import Node
-from .state import InterpError, RaceError, _Blocker, _Task
+from .state import InterpError, RaceError, _Blocker, check_box_start, _Task
 
 
 class EpilogueOps:
@@ -205,6 +205,7 @@ class EpilogueOps:
         c = [self._int(t, x) for x in coords]
         if len(c) != dst.dim() or src.dim() != dst.dim():
             raise InterpError(f"tma_store: {len(c)} coordinates, tile rank {src.dim()}, param rank {dst.dim()}")
+        check_box_start(c, dst, "tma_store", param)
         c[-1] += rows.start              # the outermost coordinate: this warpgroup's rows
         dst_sl, src_sl = [], []
         for st, ext, size in zip(reversed(c), src.shape, dst.shape):

@@ -77,6 +77,16 @@ def _ffma(acc: torch.Tensor, part: torch.Tensor, s: torch.Tensor) -> torch.Tenso
     return (acc.double() + part.double() * s.double()).float()
 
 
+def check_box_start(coords: list, tensor: torch.Tensor, what: str, param: str) -> None:
+    """A TMA box must start on a 16-byte boundary in the tensor's innermost dimension (coords are
+    innermost first); elsewhere any coordinate goes.  The H200 stops such a kernel with an illegal
+    instruction (bench/TUNING.md step 86: SFA boxes from a row not a multiple of 4)."""
+    offset = coords[0] * tensor.element_size()
+    if offset % 16:
+        raise InterpError(f"{what} of %{param}: the box starts {offset} bytes into the innermost dimension "
+                          f"(coordinate {coords[0]}), not a multiple of 16")
+
+
 def _poison(t: torch.Tensor) -> None:
     if t.dtype.is_floating_point:
         t.fill_(float("nan"))       # e4m3: 0x7f

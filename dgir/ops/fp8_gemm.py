@@ -85,10 +85,11 @@ class Fp8GemmConfig:
     m_tail: str = "fill"         # the last m block when BLOCK_M does not divide M: "fill": its tile
                                  # reaches past row M (TMA zero-fills A's and SFA's missing rows, the
                                  # store clips them); "shift": the tile moves up to end at row M, over
-                                 # rows of the block before it, so every load and store lies inside the
-                                 # tensors.  Both tiles compute those rows with the same operands in the
-                                 # same order, so they store the same bits (TUNING.md step 86: a tile
-                                 # mostly past M loads slowly, 588x12416x5632 192x128 +11-15%)
+                                 # rows of the block before it (to a multiple of 4 rows: at most 3 rows
+                                 # past M), so its loads stay (almost) inside A.  Both tiles compute the
+                                 # shared rows with the same operands in the same order: the same bits
+                                 # (TUNING.md step 86: a tile mostly past M loads slowly,
+                                 # 588x12416x5632 192x128 +11-15%)
 
     @property
     def math_wgs(self) -> int:
@@ -588,12 +589,15 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         return m0, n0
 
     def shifted_tail(b: Builder, m0):
-        """m0 of a tile that reaches past row M moved up to end at M (not below row 0; a tile that
-        starts at or past M, the idle half of a last B-sharing pair, stays where it is):
-        m0 - min(overhang, m0) * (m0 < M), with overhang = m0 - min(m0, M - BLOCK_M)."""
+        """m0 of a tile that reaches past row M moved up to end at M, rounded to a multiple of 4 rows
+        (SFA's box starts at row m0 of its innermost dimension, and a TMA box must start on a 16-byte
+        boundary there: 1 to 3 rows may still lie past M); not below row 0; a tile that starts at or
+        past M, the idle half of a last B-sharing pair, stays where it is:
+        m0 - min(floor4(overhang), m0) * (m0 < M), with overhang = m0 - min(m0, M - BLOCK_M)."""
         M = b.scalar(Op.DIM, "M_tail", "A", axis=0)
         overhang = b.scalar(Op.SUB, "overhang", m0, b.scalar(Op.MIN, "m0_fit", m0, b.scalar(Op.SUB, "m_last", M, BM)))
-        up = b.scalar(Op.MUL, "tail_up", b.scalar(Op.MIN, "tail_room", overhang, m0), b.scalar(Op.LT, "inside", m0, M))
+        whole = b.scalar(Op.MUL, "overhang4", b.scalar(Op.DIV, "overhang_q", overhang, 4), 4)
+        up = b.scalar(Op.MUL, "tail_up", b.scalar(Op.MIN, "tail_room", whole, m0), b.scalar(Op.LT, "inside", m0, M))
         return b.scalar(Op.SUB, "m0_tail", m0, up)
 
     def walk(b: Builder, role: str):
