@@ -2,7 +2,7 @@
 
     python bench/oob_probe.py --out oob.json "588,768,12416,5632:bm=192,bn=128,s=4,cl=2B" ...
 
-A spec is "M,M_PAD,N,K:config" (config keys as in experiments.py).  The operands are drawn with M_PAD
+A spec is "M,M_PAD,N,K:config" (config keys as in experiments.py; m_tail="fill" but in `shift`).  The operands are drawn with M_PAD
 rows; the kernel always computes M rows (its M parameter is M), so it walks the same tiles in every
 variant, and only what the tensor maps say lies beyond row M changes:
   plain        A, SFA and D have M rows: the last m block's loads and store reach past the maps' ends
@@ -44,7 +44,7 @@ def parse(spec: str):
                         stages=int(kw.get("s", 4)), split_k=int(kw.get("sk", 1)),
                         cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
                         ctas_per_sm=int(kw.get("o", 1)),
-                        split_reduce="cluster" if kw.get("sr") == "cl" else "global")
+                        split_reduce="cluster" if kw.get("sr") == "cl" else "global", m_tail="fill")
     return m, pad, n, k, cfg
 
 

@@ -32,6 +32,13 @@ rounds in cluster tiles (fp8_gemm_model.CLUSTER_ROUNDS), over the 180 shapes of 
 Spec 171: a last fresh draw, the chooser at the end of step 85.
 
     python bench/random_shapes_specs.py --seed 171 --m-multiple 4 > bench/specs_tune171.txt
+
+Spec 173 (--m-tail, step 86): over the 240 shapes of specs 166, 167, 169 and 171, those where the API's
+config has a last m block that m_tail="auto" shifts: the config with the block filled past M
+(mt=fi, the kernels before step 86) and shifted (mt=sh, what "auto" does at that M), cuBLAS where M
+is a multiple of 4; forward then reversed.
+
+    python bench/random_shapes_specs.py --m-tail > bench/specs_tune173.txt
 """
 import argparse
 import math
@@ -84,7 +91,25 @@ def cluster_rounds_lines():
     return out
 
 
+def m_tail_lines():
+    from dgir import tuning
+    from dgir.ops.fp8_gemm import tail_shift_below
+    out = []
+    for seed, mult in ((166, 1), (167, 4), (169, 4), (171, 4)):
+        for m, n, k in shapes(seed, COUNT, mult):
+            cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+            rows = m % cfg.block_m
+            if m > cfg.block_m and 0 < rows < tail_shift_below(cfg) and cfg.block_m - rows >= 4:
+                out += [spec(m, cfg) + ",mt=fi", spec(m, cfg) + ",mt=sh"]
+                out += [f"{m},{n},{k}::cublas"] if m % 4 == 0 else []
+    return out
+
+
 if __name__ == "__main__":
+    if "--m-tail" in sys.argv[1:]:
+        fwd = m_tail_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
     if "--cluster-rounds" in sys.argv[1:]:
         fwd = cluster_rounds_lines()
         print("\n".join(fwd + fwd[::-1] + fwd))

@@ -176,7 +176,7 @@ def random_fp8_case(rng, gpu: bool = False):
         staging = "ring" if (split_k == 1 and epilogue == "tma" and not stream_k and bm <= 128
                              and ring_staging_panels(bm, bn) is not None and rng.random() < 0.25) else "tile"
         promotion = "rescaled" if rng.random() < 0.12 else "fp32"
-        m_tail = "shift" if rng.random() < 0.3 else "fill"
+        m_tail = rng.choice(["auto", "auto", "fill", "shift"])
         order = rng.choice(["together", "together", "alternate", "pingpong"]) if bm >= 128 else "together"
         kb = split_k * rng.randint(1, (56 if gpu else 6) // split_k or 1)
         k = 128 * kb - rng.choice([0, 0, 0, 16 * rng.randint(1, 7)])

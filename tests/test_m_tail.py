@@ -4,6 +4,8 @@ On the CPU interpreter, for each kind of walk (plain, two waves, three warpgroup
 workspace and over a cluster, clusters sharing A or B, stream-K): every pipeline stage computes the
 same bits as the "fill" kernel, and with M >= BLOCK_M no load of SFA, and none of A by more than
 the 1-3 rows that keep SFA's box start 16-byte aligned, reaches past row M."""
+from dataclasses import replace
+
 import pytest
 import torch
 from dgir_testlib import interpret_as_launched
@@ -11,7 +13,7 @@ from test_pipeline_interp import _check_every_stage
 
 from dgir.emitters.ptx import emit_ptx
 from dgir.interp import fp8_gemm_inputs
-from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower
+from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower, tail_shift_below
 from dgir.pipeline import pipeline, run_pipeline
 
 CASES = [   # (m, n, k, config fields)
@@ -60,11 +62,12 @@ def test_fill_tail_loads_past_m():
 def test_shifted_tail_in_the_ptx_and_the_name():
     cfg = Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3, m_tail="shift")
     assert cfg.kernel_name().endswith("_tsh")
-    assert Fp8GemmConfig(n=256, k=512).key() == Fp8GemmConfig(n=256, k=512, m_tail="fill").key()
+    assert Fp8GemmConfig(n=256, k=512).key() == Fp8GemmConfig(n=256, k=512, m_tail="auto").key()
+    assert Fp8GemmConfig(n=256, k=512, m_tail="fill").kernel_name().endswith("_tfill")
     final = run_pipeline(lower(cfg), pipeline("sm90a"))
     ptx = emit_ptx(final)
-    plain = emit_ptx(run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3)),
-                                  pipeline("sm90a")))
+    plain = emit_ptx(run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3,
+                                                      m_tail="fill")), pipeline("sm90a")))
     # the clamp: M - BLOCK_M, a signed min against the tile's row, once per role and tile
     assert ptx.count("sub.s32") > plain.count("sub.s32") and ptx.count("min.s32") >= plain.count("min.s32") + 2
 
@@ -79,6 +82,23 @@ def test_interpreter_refuses_a_box_off_the_16_byte_grid():
         check_box_start([385, 1], sfa, "tma_load", "SFA")
 
 
+@pytest.mark.parametrize("m,bm,shifts", [(204, 192, True), (240, 192, False), (129, 128, True), (255, 128, True),
+                                         (257, 256, False), (100, 64, True)])
+def test_auto_tail_shifts_blocks_with_few_rows(m, bm, shifts):
+    """m_tail="auto": the last block shifts when it holds fewer than SHIFT_TAIL_BELOW[BLOCK_M] rows
+    (decided by the kernel at run time): then no load of SFA reaches past M; else the fill kernel's
+    loads, and in both cases the fill kernel's bits."""
+    n, k = 128, 256
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=64, stages=2, num_sms=3)
+    assert cfg.m_tail == "auto" and (tail_shift_below(cfg) > m % bm) == shifts
+    ins = fp8_gemm_inputs(m, n, k, seed=m)
+    stats: dict = {}
+    out = interpret_as_launched(run_pipeline(lower(cfg), pipeline("sm90a")), m, ins, seed=3, stats=stats)["D"]
+    fill = interpret_as_launched(lower(replace(cfg, m_tail="fill")), m, ins, seed=4)["D"]
+    assert torch.equal(out.view(torch.int16), fill.view(torch.int16))
+    assert ("SFA" in stats["partial_loads"]) != shifts, stats
+
+
 def test_bad_m_tail_is_refused():
-    with pytest.raises(OpError, match="m_tail must be 'fill' or 'shift'"):
+    with pytest.raises(OpError, match="m_tail must be 'auto', 'fill' or 'shift'"):
         check_config(Fp8GemmConfig(n=256, k=512, m_tail="pad"))

@@ -23,6 +23,10 @@ from .stream_k import split as stream_k_split
 BLOCK_K = 128                    # one FP8 scale block along K
 SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
 SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA also reserves 1 KB
+# m_tail="auto": rows of the last m block below which its tile shifts, per BLOCK_M (bench/TUNING.md step 86,
+# fill / shift times: 64 rows 0.80 (1 row) 0.94 (36); 128 rows 0.93 (1), 0.99 (16, 64); 192 rows 0.81 (1),
+# 0.84-0.94 (12), 1.02-1.03 (48, 96); 256 rows 1.01-1.03 (1-200 rows))
+SHIFT_TAIL_BELOW = {64: 64, 128: 128, 192: 32, 256: 0}
 NUM_SMS = 132                    # H200
 
 
@@ -36,7 +40,7 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill"}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "auto"}      # Fp8GemmConfig fields left out of key() at their default
 
 
 @dataclass(frozen=True)
@@ -82,14 +86,16 @@ class Fp8GemmConfig:
                                  # math warpgroups keep until the TMA store has read it (pass
                                  # stage_in_ring_slot), so the tile's bytes become one more ring stage.
                                  # Fits 64-row tiles, 128x64 and 128x128 (ring_staging_panels)
-    m_tail: str = "fill"         # the last m block when BLOCK_M does not divide M: "fill": its tile
+    m_tail: str = "auto"         # the last m block when BLOCK_M does not divide M: "fill": its tile
                                  # reaches past row M (TMA zero-fills A's and SFA's missing rows, the
                                  # store clips them); "shift": the tile moves up to end at row M, over
                                  # rows of the block before it (to a multiple of 4 rows: at most 3 rows
                                  # past M), so its loads stay (almost) inside A.  Both tiles compute the
-                                 # shared rows with the same operands in the same order: the same bits
-                                 # (TUNING.md step 86: a tile mostly past M loads slowly,
-                                 # 588x12416x5632 192x128 +11-15%)
+                                 # shared rows with the same operands in the same order: the same bits.
+                                 # "auto": shift when the block holds fewer than SHIFT_TAIL_BELOW rows
+                                 # (decided at run time, M being a run-time value).  TUNING.md step 86:
+                                 # a block with a few rows loads slowly (577x12416x5632 192x128 +23%),
+                                 # zero rows draw less power (769x7168x7168 256x128 fills 3% faster)
 
     @property
     def math_wgs(self) -> int:
@@ -142,7 +148,7 @@ class Fp8GemmConfig:
         stk = "_stk" if self.stream_k else ""
         rs = "_rs" if self.promotion == "rescaled" else ""
         ring = "_dring" if self.staging == "ring" else ""
-        tail = "_tsh" if self.m_tail == "shift" else ""
+        tail = {"shift": "_tsh", "fill": "_tfill"}.get(self.m_tail, "")
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}")
 
@@ -173,6 +179,12 @@ def cluster_tiles(m_blocks: int, n_blocks: int, cluster: int, multicast: str) ->
     if cluster == 1:
         return m_blocks * n_blocks
     return m_blocks * (n_blocks // cluster) if multicast == "A" else ceil_div(m_blocks, cluster) * n_blocks
+
+
+def tail_shift_below(cfg: "Fp8GemmConfig") -> int:
+    """Rows of the last m block below which its tile shifts up to end at row M (m_tail): 0 never,
+    BLOCK_M whenever it reaches past M."""
+    return {"fill": 0, "shift": cfg.block_m}.get(cfg.m_tail, SHIFT_TAIL_BELOW.get(cfg.block_m, 0))
 
 
 def walk_rounds(m: int, cfg: "Fp8GemmConfig") -> int:
@@ -427,8 +439,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.math_order != "together" and cfg.math_wgs < 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two or more math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
-    if cfg.m_tail not in ("fill", "shift"):
-        raise OpError(f"fp8_gemm_nt: m_tail must be 'fill' or 'shift', got {cfg.m_tail!r}")
+    if cfg.m_tail not in ("auto", "fill", "shift"):
+        raise OpError(f"fp8_gemm_nt: m_tail must be 'auto', 'fill' or 'shift', got {cfg.m_tail!r}")
     if cfg.promotion not in ("fp32", "rescaled"):
         raise OpError(f"fp8_gemm_nt: promotion must be 'fp32' or 'rescaled', got {cfg.promotion!r}")
     if cfg.promotion == "rescaled":
@@ -584,20 +596,25 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
-        if cfg.m_tail == "shift":
-            m0 = shifted_tail(b, m0)
+        if tail_shift_below(cfg):
+            m0 = shifted_tail(b, m0, tail_shift_below(cfg))
         return m0, n0
 
-    def shifted_tail(b: Builder, m0):
+    def shifted_tail(b: Builder, m0, below: int):
         """m0 of a tile that reaches past row M moved up to end at M, rounded to a multiple of 4 rows
         (SFA's box starts at row m0 of its innermost dimension, and a TMA box must start on a 16-byte
-        boundary there: 1 to 3 rows may still lie past M); not below row 0; a tile that starts at or
-        past M, the idle half of a last B-sharing pair, stays where it is:
-        m0 - min(floor4(overhang), m0) * (m0 < M), with overhang = m0 - min(m0, M - BLOCK_M)."""
+        boundary there: 1 to 3 rows may still lie past M); not below row 0; only when fewer than
+        `below` of its rows lie inside M (a tile that starts at or past M, the idle half of a last
+        B-sharing pair, stays where it is):
+        m0 - min(floor4(overhang), m0) * (m0 < M) [* (M - m0 < below)],
+        with overhang = m0 - min(m0, M - BLOCK_M)."""
         M = b.scalar(Op.DIM, "M_tail", "A", axis=0)
         overhang = b.scalar(Op.SUB, "overhang", m0, b.scalar(Op.MIN, "m0_fit", m0, b.scalar(Op.SUB, "m_last", M, BM)))
         whole = b.scalar(Op.MUL, "overhang4", b.scalar(Op.DIV, "overhang_q", overhang, 4), 4)
         up = b.scalar(Op.MUL, "tail_up", b.scalar(Op.MIN, "tail_room", whole, m0), b.scalar(Op.LT, "inside", m0, M))
+        if below < BM:     # a block with `below` rows or more keeps its place
+            few = b.scalar(Op.LT, "few_rows", b.scalar(Op.SUB, "tail_rows", M, m0), below)
+            up = b.scalar(Op.MUL, "tail_up_few", up, few)
         return b.scalar(Op.SUB, "m0_tail", m0, up)
 
     def walk(b: Builder, role: str):
