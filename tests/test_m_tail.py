@@ -82,8 +82,8 @@ def test_interpreter_refuses_a_box_off_the_16_byte_grid():
         check_box_start([385, 1], sfa, "tma_load", "SFA")
 
 
-@pytest.mark.parametrize("m,bm,shifts", [(204, 192, True), (240, 192, False), (129, 128, True), (255, 128, True),
-                                         (257, 256, False), (100, 64, True)])
+@pytest.mark.parametrize("m,bm,shifts", [(204, 192, True), (240, 192, False), (129, 128, True), (250, 128, False),
+                                         (257, 256, False), (100, 64, False), (84, 64, True)])
 def test_auto_tail_shifts_blocks_with_few_rows(m, bm, shifts):
     """m_tail="auto": the last block shifts when it holds fewer than SHIFT_TAIL_BELOW[BLOCK_M] rows
     (decided by the kernel at run time): then no load of SFA reaches past M; else the fill kernel's

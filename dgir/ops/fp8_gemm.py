@@ -23,10 +23,11 @@ from .stream_k import split as stream_k_split
 BLOCK_K = 128                    # one FP8 scale block along K
 SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
 SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA also reserves 1 KB
-# m_tail="auto": rows of the last m block below which its tile shifts, per BLOCK_M (bench/TUNING.md step 86,
-# fill / shift times: 64 rows 0.80 (1 row) 0.94 (36); 128 rows 0.93 (1), 0.99 (16, 64); 192 rows 0.81 (1),
-# 0.84-0.94 (12), 1.02-1.03 (48, 96); 256 rows 1.01-1.03 (1-200 rows))
-SHIFT_TAIL_BELOW = {64: 64, 128: 128, 192: 32, 256: 0}
+# m_tail="auto": rows of the last m block below which its tile shifts, per BLOCK_M (bench/TUNING.md step 86).
+# Shifted / filled times, spec 173 (57 random shapes): blocks of < 32 rows 0.958 (0.78-1.03; 64, 128 and
+# 192-row tiles alike), 32 rows or more 0.999; 256-row tiles (spec oob2): 1.01-1.03 at 1-200 rows (the
+# zero-filled rows draw less power at the power limit these tiles run at)
+SHIFT_TAIL_BELOW = {64: 32, 128: 32, 192: 32, 256: 0}
 NUM_SMS = 132                    # H200
 
 
@@ -94,8 +95,9 @@ class Fp8GemmConfig:
                                  # shared rows with the same operands in the same order: the same bits.
                                  # "auto": shift when the block holds fewer than SHIFT_TAIL_BELOW rows
                                  # (decided at run time, M being a run-time value).  TUNING.md step 86:
-                                 # a block with a few rows loads slowly (577x12416x5632 192x128 +23%),
-                                 # zero rows draw less power (769x7168x7168 256x128 fills 3% faster)
+                                 # a block of a few rows loads slowly (577x12416x5632 192x128 +23%,
+                                 # 388x1600x12288 128x64 +28%); zero rows draw less power
+                                 # (769x7168x7168 256x128 fills 3% faster)
 
     @property
     def math_wgs(self) -> int:
