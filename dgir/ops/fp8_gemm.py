@@ -566,7 +566,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     KBS = cfg.k_blocks_per_split
 
-    def tile_coords(b: Builder, li, bid, gsz, mblocks):
+    def tile_coords(b: Builder, li, bid, gsz, mblocks, cap):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
         walker's tile number li."""
         t = b.scalar(Op.ADD, "t", bid, b.scalar(Op.MUL, "t_off", li, gsz))
@@ -579,12 +579,12 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             mn = b.scalar(Op.DIV, "mn", t, SK)
             split = b.scalar(Op.MOD, "split", t, SK)
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
-        m0, n0 = tile_origin(b, mn, mblocks)
+        m0, n0 = tile_origin(b, mn, mblocks, cap)
         return base, m0, n0, mn, split, kb0
 
-    def tile_origin(b: Builder, mn, mblocks):
+    def tile_origin(b: Builder, mn, mblocks, cap):
         """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
-        CL neighbouring tiles, this CTA's by its rank)."""
+        CL neighbouring tiles, this CTA's by its rank); `cap`: tail_cap's (M, highest m0), or None."""
         # a cluster tile sharing B spans CL m blocks: the band holds swizzle_group m blocks, but at
         # least one cluster row (a band of zero rows would divide by zero in the tile walk)
         group = max(1, cfg.swizzle_group // CL) if pair_m else cfg.swizzle_group
@@ -598,26 +598,32 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                 mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
         m0 = b.scalar(Op.MUL, "m0", mb, BM)
         n0 = b.scalar(Op.MUL, "n0", nb, BN)
-        if tail_shift_below(cfg):
-            m0 = shifted_tail(b, m0, tail_shift_below(cfg))
+        if cap is not None:    # a tile inside M starts at cap at most: m0 - (m0 < M) * (m0 - min(m0, cap))
+            M, m0_cap = cap
+            over = b.scalar(Op.SUB, "over_cap", m0, b.scalar(Op.MIN, "m0_capped", m0, m0_cap))
+            m0 = b.scalar(Op.SUB, "m0_tail", m0, b.scalar(Op.MUL, "tail_up", over, b.scalar(Op.LT, "inside", m0, M)))
         return m0, n0
 
-    def shifted_tail(b: Builder, m0, below: int):
-        """m0 of a tile that reaches past row M moved up to end at M, rounded to a multiple of 4 rows
-        (SFA's box starts at row m0 of its innermost dimension, and a TMA box must start on a 16-byte
-        boundary there: 1 to 3 rows may still lie past M); not below row 0; only when fewer than
-        `below` of its rows lie inside M (a tile that starts at or past M, the idle half of a last
-        B-sharing pair, stays where it is):
-        m0 - min(floor4(overhang), m0) * (m0 < M) [* (M - m0 < below)],
-        with overhang = m0 - min(m0, M - BLOCK_M)."""
+    def tail_cap(b: Builder):
+        """m_tail, once per kernel and role (it depends on M alone): (M, the highest m0 a tile inside M
+        may start at), or None when the kernel never shifts.  The last block's tile moves up to end at
+        row M, rounded to a multiple of 4 rows (SFA's box starts at row m0 of its innermost dimension,
+        and a TMA box must start on a 16-byte boundary there: 1 to 3 rows may still lie past M), not
+        below row 0, and only when fewer than `below` of its rows lie inside M.  Per tile, m0 is then
+        capped (tile_origin); a tile that starts at or past M, the idle half of a last B-sharing pair,
+        keeps its place.  cap = last - min(floor4(last + BLOCK_M - M), last) [* (M - last < below)],
+        last = (ceil(M / BLOCK_M) - 1) * BLOCK_M."""
+        below = tail_shift_below(cfg)
+        if not below:
+            return None
         M = b.scalar(Op.DIM, "M_tail", "A", axis=0)
-        overhang = b.scalar(Op.SUB, "overhang", m0, b.scalar(Op.MIN, "m0_fit", m0, b.scalar(Op.SUB, "m_last", M, BM)))
+        last = b.scalar(Op.MUL, "m0_last", b.scalar(Op.SUB, "mb_last", b.scalar(Op.CEILDIV, "mb_in_m", M, BM), 1), BM)
+        overhang = b.scalar(Op.SUB, "overhang", b.scalar(Op.ADD, "last_end", last, BM), M)
         whole = b.scalar(Op.MUL, "overhang4", b.scalar(Op.DIV, "overhang_q", overhang, 4), 4)
-        up = b.scalar(Op.MUL, "tail_up", b.scalar(Op.MIN, "tail_room", whole, m0), b.scalar(Op.LT, "inside", m0, M))
+        up = b.scalar(Op.MIN, "tail_room", whole, last)
         if below < BM:     # a block with `below` rows or more keeps its place
-            few = b.scalar(Op.LT, "few_rows", b.scalar(Op.SUB, "tail_rows", M, m0), below)
-            up = b.scalar(Op.MUL, "tail_up_few", up, few)
-        return b.scalar(Op.SUB, "m0_tail", m0, up)
+            up = b.scalar(Op.MUL, "tail_few", up, b.scalar(Op.LT, "few_rows", b.scalar(Op.SUB, "tail_rows", M, last), below))
+        return M, b.scalar(Op.SUB, "m0_cap", last, up)
 
     def walk(b: Builder, role: str):
         """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop
@@ -626,17 +632,19 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         if STK:
             w = stream_k.walk(b, block_rows=BM * (CL if pair_m else 1), grid_n_blocks=grid_n_blocks,
                               k_blocks=KBS, clustered=CL > 1)
+            cap = tail_cap(b)
 
             def coords(li):
                 base, k_first, k_end, t, full, cut = stream_k.segment(b, li, w, KBS)
-                m0, n0 = tile_origin(b, t, w["mblocks"])
+                m0, n0 = tile_origin(b, t, w["mblocks"], cap)
                 return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
                             full=full, cut=cut, pieces=w["P"])
             return w["segs"], coords, lambda: w["fills"]
         bid, gsz, mblocks, mine = tile_loop(b, role)
+        cap = tail_cap(b)
 
         def coords(li):
-            base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks)
+            base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks, cap)
             return dict(base=base, m0=m0, n0=n0, mn=mn, split=split, kb0=kb0, k_first=0, k_end=KBS)
         return mine, coords, lambda: b.scalar(Op.MUL, "fills", mine, KBS)
 
