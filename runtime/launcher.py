@@ -6,7 +6,7 @@ import threading
 
 from dgir.emitters.ptx import kernel_params
 from dgir.ir import DType, Op
-from dgir.ops.fp8_gemm import kernel_grid, workspace_shapes
+from dgir.ops.fp8_gemm import kernel_grid, launch_scalar, workspace_shapes
 
 from . import driver
 
@@ -102,7 +102,7 @@ class LoadedKernel:
         if any(p.get("workspace") and name not in tensors for name, p in self.decls.items()):
             tensors = {**self.workspace(m, tensors["A"].device), **tensors}
         self._keep = tensors                  # the launch must not outlive its workspace
-        missing = [name for _, kind, name in self.params if kind != "dim" and name not in tensors]
+        missing = [name for _, kind, name in self.params if kind not in ("dim", "derived") and name not in tensors]
         if missing:
             raise ValueError(f"{self.result.name}: no tensor for param(s) {', '.join(missing)}")
         args = []
@@ -112,6 +112,8 @@ class LoadedKernel:
                 args.append(self.tensor_map(name, t, t.shape[0], m))
             elif kind == "ptr":
                 args.append(ctypes.c_uint64(tensors[name].data_ptr()))
+            elif kind == "derived":
+                args.append(ctypes.c_uint32(launch_scalar(name, m, self.grid_attrs)))
             else:
                 args.append(ctypes.c_uint32(m))
         return args

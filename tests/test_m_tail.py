@@ -13,7 +13,8 @@ from test_pipeline_interp import _check_every_stage
 
 from dgir.emitters.ptx import emit_ptx
 from dgir.interp import fp8_gemm_inputs
-from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower, tail_shift_below
+from dgir.emitters.ptx import kernel_params
+from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, launch_scalar, lower, tail_cap, tail_shift_below
 from dgir.pipeline import pipeline, run_pipeline
 
 CASES = [   # (m, n, k, config fields)
@@ -68,8 +69,41 @@ def test_shifted_tail_in_the_ptx_and_the_name():
     ptx = emit_ptx(final)
     plain = emit_ptx(run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3,
                                                       m_tail="fill")), pipeline("sm90a")))
-    # the clamp: M - BLOCK_M, a signed min against the tile's row, once per role and tile
+    # the cap: a signed min against the tile's row, once per role and tile
     assert ptx.count("sub.s32") > plain.count("sub.s32") and ptx.count("min.s32") >= plain.count("min.s32") + 2
+
+
+@pytest.mark.parametrize("bm", [64, 128, 192])
+def test_tail_cap_ends_the_last_tile_at_m(bm):
+    """The host's cap for every M up to 5 blocks: a last block of fewer than 32 rows starts at the
+    4-aligned row that ends its tile 0-3 rows past M (row 0 when M < BLOCK_M); any other block keeps
+    its place."""
+    for m in range(1, 5 * bm + 1):
+        last = (-(-m // bm) - 1) * bm
+        cap = tail_cap(m, bm, 32)
+        if m - last >= 32 or m - last == bm:
+            assert cap == last, (m, cap)
+        elif m < bm:
+            assert cap == 0, (m, cap)
+        else:
+            assert cap % 4 == 0 and m <= cap + bm <= m + 3 and last - bm < cap <= last, (m, cap)
+    assert launch_scalar("m_tail_cap", 588, {"block_m": 192, "m_tail_below": 32}) == 396
+    with pytest.raises(ValueError, match="unknown launch scalar"):
+        launch_scalar("m_tail", 588, {})
+
+
+def test_the_cap_is_a_kernel_argument():
+    """The cap travels as a u32 argument after M (the launcher computes it per launch): the load role's
+    path to its first TMA stays as short as the fill kernel's, but for a min and a select."""
+    cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=8, split_reduce="cluster",
+                        ctas_per_sm=2)
+    final = run_pipeline(lower(cfg), pipeline("sm90a"))
+    assert kernel_params(final)[-2:] == [("dim_M", "dim", "M"), ("dim_m_tail_cap", "derived", "m_tail_cap")]
+    assert final.get("m_tail_below") == 32
+    ptx = emit_ptx(final)
+    assert ".param .u32 dim_m_tail_cap" in ptx and "ld.param.u32" in ptx and "[dim_m_tail_cap]" in ptx
+    fill = run_pipeline(lower(Fp8GemmConfig(n=576, k=7168, block_m=64, m_tail="fill")), pipeline("sm90a"))
+    assert all(kind != "derived" for _, kind, _ in kernel_params(fill)) and fill.get("m_tail_below") is None
 
 
 def test_interpreter_refuses_a_box_off_the_16_byte_grid():

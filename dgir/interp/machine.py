@@ -335,6 +335,9 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
             ax = n.get("axis", 0)
             if not 0 <= ax < self.tensors[p].dim():
                 raise InterpError(f"dim axis {ax} of rank-{self.tensors[p].dim()} param %{p}")
+            if n.get("derive"):       # a u32 the host derives from M, as the launcher does
+                from ..ops.fp8_gemm import launch_scalar
+                return launch_scalar(n.get("derive"), int(self.tensors[p].shape[ax]), dict(self.kernel.attrs))
             return int(self.tensors[p].shape[ax])
         if op is Op.LOAD_SCALE:
             return self._global_scalar(t, *n.args, what="load_scale")

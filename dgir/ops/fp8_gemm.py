@@ -189,6 +189,26 @@ def tail_shift_below(cfg: "Fp8GemmConfig") -> int:
     return {"fill": 0, "shift": cfg.block_m}.get(cfg.m_tail, SHIFT_TAIL_BELOW.get(cfg.block_m, 0))
 
 
+def tail_cap(m: int, block_m: int, below: int) -> int:
+    """m_tail at M = m: the highest row a tile inside M may start at.  The last m block's tile moves up
+    to end at row M, rounded to a multiple of 4 rows (SFA's box starts at row m0 of its innermost
+    dimension, and a TMA box must start on a 16-byte boundary there: 1 to 3 rows may still lie past
+    M), not below row 0, and only when fewer than `below` of its rows lie inside M.  Computed by the
+    host for each launch (a kernel argument, `launch_scalar`): in the kernel it would lengthen the
+    load role's path to its first TMA (spec 175: 64x576x7168 +4%)."""
+    last = (ceil_div(max(m, 1), block_m) - 1) * block_m
+    up = min((last + block_m - m) // 4 * 4, last) if m - last < below else 0
+    return last - up
+
+
+def launch_scalar(name: str, m: int, attrs: dict) -> int:
+    """A u32 kernel argument the host derives from M (Op.DIM with attr derive=name), as the launcher
+    and the interpreter compute it."""
+    if name == "m_tail_cap":
+        return tail_cap(m, attrs["block_m"], attrs["m_tail_below"])
+    raise ValueError(f"unknown launch scalar {name!r}")
+
+
 def walk_rounds(m: int, cfg: "Fp8GemmConfig") -> int:
     """Rounds of the persistent walk at M = m: the tiles the walkers cover (cluster tiles with
     multicast; output tiles for a split-K cluster; every K slice of a global split), over the
@@ -584,7 +604,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
 
     def tile_origin(b: Builder, mn, mblocks, cap):
         """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
-        CL neighbouring tiles, this CTA's by its rank); `cap`: tail_cap's (M, highest m0), or None."""
+        CL neighbouring tiles, this CTA's by its rank); `cap`: m_tail_cap's (M, highest m0), or None."""
         # a cluster tile sharing B spans CL m blocks: the band holds swizzle_group m blocks, but at
         # least one cluster row (a band of zero rows would divide by zero in the tile walk)
         group = max(1, cfg.swizzle_group // CL) if pair_m else cfg.swizzle_group
@@ -604,26 +624,15 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             m0 = b.scalar(Op.SUB, "m0_tail", m0, b.scalar(Op.MUL, "tail_up", over, b.scalar(Op.LT, "inside", m0, M)))
         return m0, n0
 
-    def tail_cap(b: Builder):
-        """m_tail, once per kernel and role (it depends on M alone): (M, the highest m0 a tile inside M
-        may start at), or None when the kernel never shifts.  The last block's tile moves up to end at
-        row M, rounded to a multiple of 4 rows (SFA's box starts at row m0 of its innermost dimension,
-        and a TMA box must start on a 16-byte boundary there: 1 to 3 rows may still lie past M), not
-        below row 0, and only when fewer than `below` of its rows lie inside M.  Per tile, m0 is then
-        capped (tile_origin); a tile that starts at or past M, the idle half of a last B-sharing pair,
-        keeps its place.  cap = last - min(floor4(last + BLOCK_M - M), last) [* (M - last < below)],
-        last = (ceil(M / BLOCK_M) - 1) * BLOCK_M."""
-        below = tail_shift_below(cfg)
-        if not below:
+    def m_tail_cap(b: Builder):
+        """m_tail: (M, the highest m0 a tile inside M may start at: `tail_cap`, computed by the host
+        for each launch), or None when the kernel never shifts.  Per tile, m0 is then capped
+        (tile_origin); a tile that starts at or past M, the idle half of a last B-sharing pair,
+        keeps its place."""
+        if not tail_shift_below(cfg):
             return None
-        M = b.scalar(Op.DIM, "M_tail", "A", axis=0)
-        last = b.scalar(Op.MUL, "m0_last", b.scalar(Op.SUB, "mb_last", b.scalar(Op.CEILDIV, "mb_in_m", M, BM), 1), BM)
-        overhang = b.scalar(Op.SUB, "overhang", b.scalar(Op.ADD, "last_end", last, BM), M)
-        whole = b.scalar(Op.MUL, "overhang4", b.scalar(Op.DIV, "overhang_q", overhang, 4), 4)
-        up = b.scalar(Op.MIN, "tail_room", whole, last)
-        if below < BM:     # a block with `below` rows or more keeps its place
-            up = b.scalar(Op.MUL, "tail_few", up, b.scalar(Op.LT, "few_rows", b.scalar(Op.SUB, "tail_rows", M, last), below))
-        return M, b.scalar(Op.SUB, "m0_cap", last, up)
+        return (b.scalar(Op.DIM, "M_tail", "A", axis=0),
+                b.scalar(Op.DIM, "m0_cap", "A", axis=0, derive="m_tail_cap"))
 
     def walk(b: Builder, role: str):
         """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop
@@ -632,7 +641,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         if STK:
             w = stream_k.walk(b, block_rows=BM * (CL if pair_m else 1), grid_n_blocks=grid_n_blocks,
                               k_blocks=KBS, clustered=CL > 1)
-            cap = tail_cap(b)
+            cap = m_tail_cap(b)
 
             def coords(li):
                 base, k_first, k_end, t, full, cut = stream_k.segment(b, li, w, KBS)
@@ -641,7 +650,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
                             full=full, cut=cut, pieces=w["P"])
             return w["segs"], coords, lambda: w["fills"]
         bid, gsz, mblocks, mine = tile_loop(b, role)
-        cap = tail_cap(b)
+        cap = m_tail_cap(b)
 
         def coords(li):
             base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks, cap)
@@ -769,6 +778,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs["promotion"] = cfg.promotion         # read by the rescale_accumulator pass
     if cfg.staging != "tile":
         attrs["staging"] = cfg.staging             # read by the stage_in_ring_slot pass
+    if tail_shift_below(cfg):
+        attrs["m_tail_below"] = tail_shift_below(cfg)   # read by launch_scalar (the host's m_tail_cap)
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 

@@ -38,7 +38,8 @@ LOOP_BOUND_WITHOUT_DIVISION = True
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
-    """[(ptx param name, kind, IR name)] in PTX order; kind is tmap | ptr | dim."""
+    """[(ptx param name, kind, IR name)] in PTX order; kind is tmap | ptr | dim | derived (a u32 the
+    host derives from M: dgir.ops.fp8_gemm.launch_scalar)."""
     params = [n for n in kernel.body if n.op is Op.PARAM]
     out = [(f"tmap_{p.name}", "tmap", p.name) for p in params if p.get("box") is not None]
     out += [(f"ptr_{p.name}", "ptr", p.name) for p in params if p.get("box") is None]
@@ -48,6 +49,11 @@ def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
             if isinstance(d, str) and d not in syms and d == "M":
                 syms.append(d)
     out += [(f"dim_{s}", "dim", s) for s in syms]
+    derived = []
+    for n in kernel.walk():
+        if n.op is Op.DIM and n.get("derive") and n.get("derive") not in derived:
+            derived.append(n.get("derive"))
+    out += [(f"dim_{d}", "derived", d) for d in derived]
     return out
 
 
@@ -233,7 +239,7 @@ class Emitter:
     def param_decl(p) -> str:
         name, kind, _ = p
         return {"tmap": f"  .param .align 64 .b8 {name}[128]", "ptr": f"  .param .u64 {name}",
-                "dim": f"  .param .u32 {name}"}[kind]
+                "dim": f"  .param .u32 {name}", "derived": f"  .param .u32 {name}"}[kind]
 
     def region(self, r: Node) -> None:
         b = self.b
@@ -295,7 +301,7 @@ def _scalar(self: Emitter, n: Node) -> None:
         b(f"mov.u32 {d}, {sreg};")
     elif op is Op.DIM:
         p = self.decls[a[0]]
-        sym = p.type.shape[n.get("axis")]
+        sym = n.get("derive") or p.type.shape[n.get("axis")]
         b(f"ld.param.u32 {d}, [dim_{sym}];")
     elif op in (Op.DIV, Op.MOD):      # a constant divisor is strength-reduced (no MUFU sequence)
         (emit_udiv if op is Op.DIV else emit_urem)(b, d, self.val(a[0]), self.divisor(a[1]))
