@@ -13,7 +13,9 @@ variant, and only what the tensor maps say lies beyond row M changes:
   ad_inbounds  D also has M_PAD rows: the store stays inside too;
   full         the kernel computes all M_PAD rows (the same tile walk when M_PAD <= the padded grid);
   shift        the config with m_tail="shift" (the last m block's tile moved up to end at row M),
-               plain tensors; `same_bits`: its D equals plain's bit for bit.
+               plain tensors; `same_bits`: its D equals plain's bit for bit;
+  b_inbounds   with a fifth number N_PAD in the spec ("M,M_PAD,N,K,N_PAD"): B and SFB have N_PAD
+               rows (the same first N), so the last n block's B loads stay inside B.
 Each variant's first M rows are checked against the reference; passes in alternating order.
 """
 from __future__ import annotations
@@ -33,24 +35,25 @@ from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
 
-VARIANTS = ("plain", "a_inbounds", "a_only", "sfa_only", "ad_inbounds", "full", "shift")
+VARIANTS = ("plain", "a_inbounds", "a_only", "sfa_only", "ad_inbounds", "full", "shift", "b_inbounds")
 
 
 def parse(spec: str):
     shape, cfgs = (spec.split(":") + [""])[:2]
-    m, pad, n, k = map(int, shape.split(","))
+    m, pad, n, k, *n_pad = map(int, shape.split(","))
     kw = dict(x.split("=") for x in cfgs.split(",") if x)
     cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
                         stages=int(kw.get("s", 4)), split_k=int(kw.get("sk", 1)),
                         cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
                         ctas_per_sm=int(kw.get("o", 1)),
                         split_reduce="cluster" if kw.get("sr") == "cl" else "global", m_tail="fill")
-    return m, pad, n, k, cfg
+    return m, pad, n, k, cfg, (n_pad or [n])[0]
 
 
 def runs(spec: str, device, variants):
-    m, pad, n, k, cfg = parse(spec)
-    A, sfa, B, sfb, ref = fp8_inputs(pad, n, k, device, 0, 2.0)
+    m, pad, n, k, cfg, n_pad = parse(spec)
+    A, sfa, B, sfb, ref = fp8_inputs(pad, n_pad, k, device, 0, 2.0)
+    ref = ref[:, :n]
     stream = torch.cuda.current_stream(device).cuda_stream
     out, plain_d = {}, None
     for v in ("plain",) + tuple(x for x in variants if x != "plain"):
@@ -60,7 +63,9 @@ def runs(spec: str, device, variants):
         rows_sfa = m if v in ("plain", "a_only") else pad
         rows_d = pad if v in ("ad_inbounds", "full") else m
         d = torch.full((rows_d, n), float("nan"), dtype=torch.bfloat16, device=device)
-        tensors = kernel_tensors(A[:rows_a], sfa[:rows_sfa].contiguous(), B, sfb, d)
+        rows_b = n_pad if v == "b_inbounds" else n
+        tensors = kernel_tensors(A[:rows_a], sfa[:rows_sfa].contiguous(), B[:rows_b],
+                                 sfb[:-(-rows_b // 128)].contiguous(), d)
         m_run = pad if v == "full" else m
         plan = kern.plan(tensors, m_run)
         run = (lambda p: lambda: p(stream, False))(plan)
