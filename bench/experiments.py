@@ -5,7 +5,7 @@
 A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s (stages), g (swizzle
 group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
 e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k), pr=rs (promotion
-"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=fi (m_tail "shift" / "fill"; default "auto"), sms (num_sms: the persistent grid's SM
+"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=au (m_tail "shift" / "auto"; default "fill"), sms (num_sms: the persistent grid's SM
 count); an empty config is the API's choice.  Variants: VARIANTS below; suffixes "+sass" (the SASS FFMA patch) and "+trace" (the
 trace_timeline pass, with timeline() in the row), e.g. "early+trace".
 """
@@ -224,7 +224,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
                             stream_k=kw.get("stk") == "1",
                             promotion="rescaled" if kw.get("pr") == "rs" else "fp32",
                             staging=kw.get("stg", "tile"),
-                            m_tail={"sh": "shift", "fi": "fill"}.get(kw.get("mt"), "auto"),
+                            m_tail={"sh": "shift", "au": "auto"}.get(kw.get("mt"), "fill"),
                             num_sms=int(kw.get("sms", torch.cuda.get_device_properties(device).multi_processor_count)))
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)

@@ -203,7 +203,17 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     the exact shape; else `autotune()` when given (DG_AUTOTUNE=1: it times and records); else an
     entry at a nearby M; else the cost model, which at M <= ANALOG_MAX_M gives way to an analogous
     (N', K')'s config where its pick is of a kind it misjudges.  tuned=False (DGIR_TUNED=0): the
-    model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it)."""
+    model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it).
+    The config's m_tail is settled for this M (`fp8_gemm.settle_m_tail`): the kernel the call runs
+    shifts a short last m block, and carries no code for it where there is none."""
+    c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
+    if hasattr(c.config, "m_tail"):
+        from .ops.fp8_gemm import settle_m_tail
+        c = Choice(settle_m_tail(c.config, m), c.source, c.detail)
+    return c
+
+
+def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
     from .ops import get_operator
     say = trace.append if trace is not None else (lambda line: None)
     where = f"{device}, {sms} SMs"

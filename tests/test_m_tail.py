@@ -1,4 +1,5 @@
-"""m_tail="shift": the last m block's tile moves up to end at row M (bench/TUNING.md step 86).
+"""m_tail="shift": the last m block's tile moves up to end at row M (bench/TUNING.md step 86); "auto"
+decides in the kernel at run time; the API settles it per call (settle_m_tail).
 
 On the CPU interpreter, for each kind of walk (plain, two waves, three warpgroups, split-K over a
 workspace and over a cluster, clusters sharing A or B, stream-K): every pipeline stage computes the
@@ -14,7 +15,8 @@ from test_pipeline_interp import _check_every_stage
 from dgir.emitters.ptx import emit_ptx
 from dgir.interp import fp8_gemm_inputs
 from dgir.emitters.ptx import kernel_params
-from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, launch_scalar, lower, tail_cap, tail_shift_below
+from dgir.ops.fp8_gemm import (Fp8GemmConfig, OpError, check_config, launch_scalar, lower, settle_m_tail, tail_cap,
+                               tail_shift_below)
 from dgir.pipeline import pipeline, run_pipeline
 
 CASES = [   # (m, n, k, config fields)
@@ -63,8 +65,9 @@ def test_fill_tail_loads_past_m():
 def test_shifted_tail_in_the_ptx_and_the_name():
     cfg = Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3, m_tail="shift")
     assert cfg.kernel_name().endswith("_tsh")
-    assert Fp8GemmConfig(n=256, k=512).key() == Fp8GemmConfig(n=256, k=512, m_tail="auto").key()
-    assert Fp8GemmConfig(n=256, k=512, m_tail="fill").kernel_name().endswith("_tfill")
+    assert Fp8GemmConfig(n=256, k=512).key() == Fp8GemmConfig(n=256, k=512, m_tail="fill").key()
+    assert Fp8GemmConfig(n=256, k=512, m_tail="auto").kernel_name().endswith("_tauto")
+    assert Fp8GemmConfig(n=256, k=512, m_tail="fill").kernel_name().endswith("_s4")
     final = run_pipeline(lower(cfg), pipeline("sm90a"))
     ptx = emit_ptx(final)
     plain = emit_ptx(run_pipeline(lower(Fp8GemmConfig(n=256, k=512, block_m=192, block_n=128, stages=3,
@@ -96,7 +99,7 @@ def test_the_cap_is_a_kernel_argument():
     """The cap travels as a u32 argument after M (the launcher computes it per launch): the load role's
     path to its first TMA stays as short as the fill kernel's, but for a min and a select."""
     cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=8, split_reduce="cluster",
-                        ctas_per_sm=2)
+                        ctas_per_sm=2, m_tail="auto")
     final = run_pipeline(lower(cfg), pipeline("sm90a"))
     assert kernel_params(final)[-2:] == [("dim_M", "dim", "M"), ("dim_m_tail_cap", "derived", "m_tail_cap")]
     assert final.get("m_tail_below") == 32
@@ -104,6 +107,20 @@ def test_the_cap_is_a_kernel_argument():
     assert ".param .u32 dim_m_tail_cap" in ptx and "ld.param.u32" in ptx and "[dim_m_tail_cap]" in ptx
     fill = run_pipeline(lower(Fp8GemmConfig(n=576, k=7168, block_m=64, m_tail="fill")), pipeline("sm90a"))
     assert all(kind != "derived" for _, kind, _ in kernel_params(fill)) and fill.get("m_tail_below") is None
+
+
+@pytest.mark.parametrize("m,n,k,tail", [(588, 12416, 5632, "shift"), (768, 12416, 5632, "fill"),
+                                        (64, 576, 7168, "fill"), (4096, 7168, 16384, "fill"), (65, 4096, 7168, "shift")])
+def test_the_api_settles_auto_for_each_m(m, n, k, tail):
+    """tuning.choose hands the call a config whose m_tail is settled for its M: the kernel it runs
+    carries the cap only where the last block moves (spec 177: a kernel deciding at run time ran
+    64x32768x512 1.05x slower)."""
+    from dgir import tuning
+    cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+    assert cfg.m_tail == tail
+    assert settle_m_tail(replace(cfg, m_tail="auto"), m) == cfg == settle_m_tail(replace(cfg, m_tail="fill"), m)
+    final = run_pipeline(lower(cfg), pipeline("sm90a"))
+    assert any(kind == "derived" for _, kind, _ in kernel_params(final)) == (tail == "shift")
 
 
 def test_interpreter_refuses_a_box_off_the_16_byte_grid():
@@ -123,8 +140,8 @@ def test_auto_tail_shifts_blocks_with_few_rows(m, bm, shifts):
     (decided by the kernel at run time): then no load of SFA reaches past M; else the fill kernel's
     loads, and in both cases the fill kernel's bits."""
     n, k = 128, 256
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=64, stages=2, num_sms=3)
-    assert cfg.m_tail == "auto" and (tail_shift_below(cfg) > m % bm) == shifts
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=64, stages=2, num_sms=3, m_tail="auto")
+    assert (tail_shift_below(cfg) > m % bm) == shifts
     ins = fp8_gemm_inputs(m, n, k, seed=m)
     stats: dict = {}
     out = interpret_as_launched(run_pipeline(lower(cfg), pipeline("sm90a")), m, ins, seed=3, stats=stats)["D"]

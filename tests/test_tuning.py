@@ -75,7 +75,7 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
     """M <= 128: the nearest small entry.  Above: of the entries just below and above M (within
     x1.5), the one whose measured time, scaled by its persistent rounds at M over those at its own
     M, is least.  Past the grid: the cost model."""
-    from dgir.ops.fp8_gemm import walk_rounds
+    from dgir.ops.fp8_gemm import settle_m_tail, walk_rounds
     api = lambda m, n=7168, k=16384: deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)  # noqa: E731
     model = lambda m, n=7168, k=16384: get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=132)  # noqa: E731
     assert api(17) == api(1) == _shipped(64, 7168, 16384) and api(120) == _shipped(128, 7168, 16384)
@@ -88,9 +88,9 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
     # M = 4097: 17 blocks of 256 rows (a round more than at 4096) against 22 of 192
     assert api(4097) == _shipped(6144, 7168, 16384) != _shipped(4096, 7168, 16384)
     assert api(8191) == _shipped(8192, 7168, 16384)
-    for m in (12300, 100000):      # past 1.5x the largest grid point (8192)
+    for m in (12300, 100000):      # past 1.5x the largest grid point (8192); m_tail settled for M
         assert tuning.bracketing("fp8_gemm_nt", H200.name, H200.sms, m, 7168, 16384) == []
-        assert api(m) == model(m)
+        assert api(m) == settle_m_tail(model(m), m)
     assert tuning.bracketing("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) == []
     assert tuning.nearest("fp8_gemm_nt", H200.name, H200.sms, 4096, 7168, 16512) is None
     # a user entry at an M of its own is a grid point like the shipped ones (and a fast one wins)
@@ -99,7 +99,7 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
     tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 2600, "n": 7168, "k": 16384,
                    "config": asdict(mine), "us": 5.0, "source": "test"})
     deep_gemm._choice_for.cache_clear()
-    assert api(2650) == mine and [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 2650, 7168,
+    assert api(2650) == settle_m_tail(mine, 2650) and [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 2650, 7168,
                                                                      16384)] == [2600, 3072]
 
 

@@ -41,7 +41,7 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "auto"}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill"}      # Fp8GemmConfig fields left out of key() at their default
 
 
 @dataclass(frozen=True)
@@ -87,17 +87,18 @@ class Fp8GemmConfig:
                                  # math warpgroups keep until the TMA store has read it (pass
                                  # stage_in_ring_slot), so the tile's bytes become one more ring stage.
                                  # Fits 64-row tiles, 128x64 and 128x128 (ring_staging_panels)
-    m_tail: str = "auto"         # the last m block when BLOCK_M does not divide M: "fill": its tile
+    m_tail: str = "fill"         # the last m block when BLOCK_M does not divide M: "fill": its tile
                                  # reaches past row M (TMA zero-fills A's and SFA's missing rows, the
                                  # store clips them); "shift": the tile moves up to end at row M, over
                                  # rows of the block before it (to a multiple of 4 rows: at most 3 rows
                                  # past M), so its loads stay (almost) inside A.  Both tiles compute the
                                  # shared rows with the same operands in the same order: the same bits.
-                                 # "auto": shift when the block holds fewer than SHIFT_TAIL_BELOW rows
-                                 # (decided at run time, M being a run-time value).  TUNING.md step 86:
-                                 # a block of a few rows loads slowly (577x12416x5632 192x128 +23%,
-                                 # 388x1600x12288 128x64 +28%); zero rows draw less power
-                                 # (769x7168x7168 256x128 fills 3% faster)
+                                 # "auto": the kernel decides at run time, shifting a block of fewer than
+                                 # SHIFT_TAIL_BELOW rows.  The API settles it for each call's M instead
+                                 # (settle_m_tail): its kernels carry the shift only where it acts.
+                                 # TUNING.md step 86: a block of a few rows loads slowly
+                                 # (577x12416x5632 192x128 +23%, 388x1600x12288 128x64 +28%); zero rows
+                                 # draw less power (769x7168x7168 256x128 fills 3% faster)
 
     @property
     def math_wgs(self) -> int:
@@ -150,7 +151,7 @@ class Fp8GemmConfig:
         stk = "_stk" if self.stream_k else ""
         rs = "_rs" if self.promotion == "rescaled" else ""
         ring = "_dring" if self.staging == "ring" else ""
-        tail = {"shift": "_tsh", "fill": "_tfill"}.get(self.m_tail, "")
+        tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}")
 
@@ -199,6 +200,19 @@ def tail_cap(m: int, block_m: int, below: int) -> int:
     last = (ceil_div(max(m, 1), block_m) - 1) * block_m
     up = min((last + block_m - m) // 4 * 4, last) if m - last < below else 0
     return last - up
+
+
+def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
+    """The API's m_tail for a call at M = m (dgir.tuning.choose): "shift" where the last m block is
+    short enough to move (SHIFT_TAIL_BELOW, tail_cap), else "fill"; "shift" stays.  A kernel that
+    decides at run time ("auto") lengthened the K loop of 64x32768x512's tiles through ptxas's
+    scheduling (1.05x, spec 177), so each call's kernel carries the shift only where it acts."""
+    if cfg.m_tail == "shift":
+        return cfg
+    below = tail_shift_below(replace(cfg, m_tail="auto"))
+    last = (ceil_div(max(m, 1), cfg.block_m) - 1) * cfg.block_m
+    moves = bool(below) and tail_cap(m, cfg.block_m, below) != last
+    return replace(cfg, m_tail="shift" if moves else "fill")
 
 
 def launch_scalar(name: str, m: int, attrs: dict) -> int:
