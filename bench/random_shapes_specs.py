@@ -39,6 +39,10 @@ config has a last m block that m_tail="auto" shifts: the config with the block f
 is a multiple of 4; forward then reversed.
 
     python bench/random_shapes_specs.py --m-tail > bench/specs_tune173.txt
+
+Spec 178: a fresh draw at the end of step 86 (the API settling m_tail per call).
+
+    python bench/random_shapes_specs.py --seed 178 --m-multiple 4 > bench/specs_tune178.txt
 """
 import argparse
 import math
