@@ -150,7 +150,7 @@ K=7168; median of 2000 single calls made with the GPU queue drained): {warm['mn_
 MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel; back-to-back
 calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).{torch_reference(warm)}  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
-machine: 0.29-0.30 s (three runs at rev 95e8a55), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
+machine: 0.29-0.40 s (three runs at rev 0fb0507; 0.29-0.30 s at 95e8a55), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
 against measurements: `bench/TUNING.md`.
 """
 
