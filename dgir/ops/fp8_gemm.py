@@ -209,7 +209,7 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     scheduling (1.05x, spec 177), so each call's kernel carries the shift only where it acts."""
     if cfg.m_tail == "shift":
         return cfg
-    below = tail_shift_below(replace(cfg, m_tail="auto"))
+    below = SHIFT_TAIL_BELOW.get(cfg.block_m, 0)
     last = (ceil_div(max(m, 1), cfg.block_m) - 1) * cfg.block_m
     moves = bool(below) and tail_cap(m, cfg.block_m, below) != last
     return replace(cfg, m_tail="shift" if moves else "fill")
