@@ -2,7 +2,8 @@
 
 Conventions the runtime relies on (see `kernel_params`): TMA-described params are passed as
 128-byte tensor maps first, then plain params as .u64 pointers, then the runtime extents (M) as
-.u32.  Register tiles follow the wgmma accumulator layout (hopper-ptx.md §4.4): a 64xN f32 tile
+.u32, then the u32 values the host derives from M (`Op.DIM` with attr `derive`, e.g. m_tail's cap:
+dgir.ops.fp8_gemm.launch_scalar).  Register tiles follow the wgmma accumulator layout (hopper-ptx.md §4.4): a 64xN f32 tile
 is N/2 registers per thread; thread t of the warpgroup owns rows 16*(t/32) + (t%32)/4 and +8.
 """
 from __future__ import annotations
