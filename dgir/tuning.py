@@ -210,6 +210,10 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     if hasattr(c.config, "m_tail"):
         from .ops.fp8_gemm import settle_m_tail
         c = Choice(settle_m_tail(c.config, m), c.source, c.detail)
+        if trace is not None:
+            bm = c.config.block_m
+            rows = m - (-(-max(m, 1) // bm) - 1) * bm
+            trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {rows} of its {bm} rows)")
     return c
 
 

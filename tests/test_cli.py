@@ -420,12 +420,15 @@ def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "224", "--n", "640", "--k", "7168", "--top", "3")
     assert rc == 0, err
     steps = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ") and ":" in line]
-    assert steps[:4] == ["measured", "nearby", "model", "analogous"]
+    assert steps[:5] == ["measured", "nearby", "model", "analogous", "m_tail"]
+    assert "m_tail: fill (the last m block holds 32 of its 64 rows)" in out      # 32 rows: no shift
     assert "width 72 -> 64" in out and "chosen   analogous (NVIDIA H200, 132 SMs, carried from N=576" in out
     assert "cost model (FIRST_FIT at M=224), best 3:" in out and out.count(" us  fp8_gemm_nt_n640") == 4
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384")
     assert rc == 0 and "  measured: fp8_gemm_nt_n7168_k16384_bm256_bn128" in out and "nearby" not in out
     assert "(REFIT at M=4096)" in out
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "588", "--n", "12416", "--k", "5632")
+    assert rc == 0 and "  m_tail: shift (the last m block holds 12 of its 192 rows)" in out and "_tsh" in out
     monkeypatch.setenv("DGIR_TUNED", "0")
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "576", "--k", "7168")
     assert rc == 0 and "not asked (DGIR_TUNED=0)" in out and "chosen   model (132 SMs)" in out
