@@ -202,6 +202,26 @@ def timeline(run, trace, launches=7) -> dict:
     return out
 
 
+def spec_config(n: int, k: int, keys: str, sms: int, math_order: str = "together") -> Fp8GemmConfig | None:
+    """The config of a spec's middle part ("bm=128,bn=96,s=5,cl=2B", keys in the module doc), None
+    for an empty one (the API's choice)."""
+    kw = dict(x.split("=") for x in keys.split(",") if x)
+    if not kw:
+        return None
+    return Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
+                         stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
+                         split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
+                         cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
+                         ctas_per_sm=int(kw.get("o", 1)), split_reduce="cluster" if kw.get("sr") == "cl" else "global",
+                         math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
+                             kw.get("mo"), math_order),
+                         stream_k=kw.get("stk") == "1",
+                         promotion="rescaled" if kw.get("pr") == "rs" else "fp32",
+                         staging=kw.get("stg", "tile"),
+                         m_tail={"sh": "shift", "au": "auto"}.get(kw.get("mt"), "fill"),
+                         num_sms=int(kw.get("sms", sms)))
+
+
 def run_one(spec: str, device, spread=2.0, clocks=False):
     shape, cfgs, variant = (spec.split(":") + ["", ""])[:3]
     variant = variant or "default"
@@ -211,21 +231,8 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
     if variant_base == "trace":                    # = default+trace (the name of specs 27-88)
         variant_base = "default"
     m, n, k = map(int, shape.split(","))
-    kw = dict(x.split("=") for x in cfgs.split(",") if x)
-    cfg = None
-    if kw:
-        cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
-                            stages=int(kw.get("s", 4)), swizzle_group=int(kw.get("g", 16)),
-                            split_k=int(kw.get("sk", 1)), epilogue=kw.get("ep", "tma"),
-                            cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
-                            ctas_per_sm=int(kw.get("o", 1)), split_reduce="cluster" if kw.get("sr") == "cl" else "global",
-                            math_order={suffix[1:]: o for o, suffix in MATH_ORDERS.items() if suffix}.get(
-                                kw.get("mo"), "alternate" if variant_base == "pingpong" else "together"),
-                            stream_k=kw.get("stk") == "1",
-                            promotion="rescaled" if kw.get("pr") == "rs" else "fp32",
-                            staging=kw.get("stg", "tile"),
-                            m_tail={"sh": "shift", "au": "auto"}.get(kw.get("mt"), "fill"),
-                            num_sms=int(kw.get("sms", torch.cuda.get_device_properties(device).multi_processor_count)))
+    cfg = spec_config(n, k, cfgs, torch.cuda.get_device_properties(device).multi_processor_count,
+                      "alternate" if variant_base == "pingpong" else "together")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, device, 0, spread)
     d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
     if variant_base in ("floor", "copyB"):    # references for the small-M fixed costs (step 21)

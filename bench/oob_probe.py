@@ -30,10 +30,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 from common import calc_diff, do_bench, header, write  # noqa: E402
+from experiments import spec_config  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
-from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
+from dgir.ops.fp8_gemm import NUM_SMS, Fp8GemmConfig  # noqa: E402
 
 VARIANTS = ("plain", "a_inbounds", "a_only", "sfa_only", "ad_inbounds", "full", "shift", "b_inbounds")
 
@@ -41,13 +42,8 @@ VARIANTS = ("plain", "a_inbounds", "a_only", "sfa_only", "ad_inbounds", "full", 
 def parse(spec: str):
     shape, cfgs = (spec.split(":") + [""])[:2]
     m, pad, n, k, *n_pad = map(int, shape.split(","))
-    kw = dict(x.split("=") for x in cfgs.split(",") if x)
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=int(kw.get("bm", 128)), block_n=int(kw.get("bn", 128)),
-                        stages=int(kw.get("s", 4)), split_k=int(kw.get("sk", 1)),
-                        cluster=int(kw.get("cl", "1")[0]), multicast=kw.get("cl", "1A")[1:] or "A",
-                        ctas_per_sm=int(kw.get("o", 1)),
-                        split_reduce="cluster" if kw.get("sr") == "cl" else "global", m_tail="fill")
-    return m, pad, n, k, cfg, (n_pad or [n])[0]
+    cfg = spec_config(n, k, cfgs, NUM_SMS) or Fp8GemmConfig(n=n, k=k)
+    return m, pad, n, k, replace(cfg, m_tail="fill"), (n_pad or [n])[0]
 
 
 def runs(spec: str, device, variants):
