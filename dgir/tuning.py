@@ -208,12 +208,11 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     shifts a short last m block, and carries no code for it where there is none."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
-        from .ops.fp8_gemm import settle_m_tail
+        from .ops.fp8_gemm import last_m0, settle_m_tail
         c = Choice(settle_m_tail(c.config, m), c.source, c.detail)
         if trace is not None:
             bm = c.config.block_m
-            rows = m - (-(-max(m, 1) // bm) - 1) * bm
-            trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {rows} of its {bm} rows)")
+            trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
     return c
 
 

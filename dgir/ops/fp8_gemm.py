@@ -190,6 +190,11 @@ def tail_shift_below(cfg: "Fp8GemmConfig") -> int:
     return {"fill": 0, "shift": cfg.block_m}.get(cfg.m_tail, SHIFT_TAIL_BELOW.get(cfg.block_m, 0))
 
 
+def last_m0(m: int, block_m: int) -> int:
+    """The first row of the last m block at M = m."""
+    return (ceil_div(max(m, 1), block_m) - 1) * block_m
+
+
 def tail_cap(m: int, block_m: int, below: int) -> int:
     """m_tail at M = m: the highest row a tile inside M may start at.  The last m block's tile moves up
     to end at row M, rounded to a multiple of 4 rows (SFA's box starts at row m0 of its innermost
@@ -197,7 +202,7 @@ def tail_cap(m: int, block_m: int, below: int) -> int:
     M), not below row 0, and only when fewer than `below` of its rows lie inside M.  Computed by the
     host for each launch (a kernel argument, `launch_scalar`): in the kernel it would lengthen the
     load role's path to its first TMA (spec 175: 64x576x7168 +4%)."""
-    last = (ceil_div(max(m, 1), block_m) - 1) * block_m
+    last = last_m0(m, block_m)
     up = min((last + block_m - m) // 4 * 4, last) if m - last < below else 0
     return last - up
 
@@ -210,8 +215,7 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     if cfg.m_tail == "shift":
         return cfg
     below = SHIFT_TAIL_BELOW.get(cfg.block_m, 0)
-    last = (ceil_div(max(m, 1), cfg.block_m) - 1) * cfg.block_m
-    moves = bool(below) and tail_cap(m, cfg.block_m, below) != last
+    moves = bool(below) and tail_cap(m, cfg.block_m, below) != last_m0(m, cfg.block_m)
     return replace(cfg, m_tail="shift" if moves else "fill")
 
 
