@@ -3,6 +3,7 @@
     python bench/coverage_specs.py > bench/specs_tune42.txt
     python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
     python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
+    python bench/coverage_specs.py --fill > bench/specs_tune179.txt      # grid points without an entry
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -46,6 +47,8 @@ def spec_of(m: int, cfg: Fp8GemmConfig) -> str:
         kw.append("sr=cl")
     if cfg.math_order != "together":
         kw.append(f"mo={MATH_ORDERS[cfg.math_order][1:]}")
+    if cfg.m_tail != "fill":
+        kw.append({"shift": "mt=sh", "auto": "mt=au"}[cfg.m_tail])
     return f"{m},{cfg.n},{cfg.k}:{','.join(kw)}"
 
 
@@ -105,6 +108,47 @@ def api_specs() -> list[str]:
     return out
 
 
+def missing_grid_points() -> list[tuple[int, int, int]]:
+    """(M, N, K) of the table's grid (make_tuned_table.on_grid, 96..8192) at the seven (N, K) that
+    the shipped table has no entry for: their timings so far came from files that timed one config
+    there, so the M beside them take a farther entry's config (bench/TUNING.md step 87)."""
+    from make_tuned_table import on_grid
+    out = []
+    for n, k in NK:
+        have = shipped_configs(n, k)
+        out += [(m, n, k) for m in range(96, 8193) if on_grid(m) and m not in have]
+    return out
+
+
+def fill_specs(passes: int = 2) -> list[str]:
+    """Step 87: at every grid point without an entry the model's top candidates, the neighbouring
+    entries' configs, the API's present pick and 128x128 over a B-sharing / A-sharing cluster; and
+    off the grid, M just past 4096 (the last 256-row block nearly empty) and between 4096 and 6144,
+    the same kinds of config, each with the m_tail the API settles for that M.  Every config `passes`
+    times, in reverse order the second time, with cuBLAS beside (it refuses M = 4097: not a multiple
+    of 4)."""
+    from dgir.ops.fp8_gemm import settle_m_tail
+    shapes = missing_grid_points()
+    for n, k in ((4096, 7168), (24576, 1536), (32768, 512), (7168, 2048)):
+        shapes += [(m, n, k) for m in (4097, 4500, 5000)]
+    one = []
+    for m, n, k in shapes:
+        cfgs = [api_pick(m, n, k), choose_config(m, n, k)] + candidates(m, n, k, 132, 3)
+        tuned = shipped_configs(n, k)
+        below = [x for x in tuned if x <= m]
+        above = [x for x in tuned if x >= m]
+        cfgs += [tuned[x] for x in ([max(below)] if below else []) + ([min(above)] if above else [])]
+        if m >= 1024:
+            cfgs += [Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=128, stages=s, cluster=2, multicast=mc)
+                     for bm, s, mc in ((128, 5, "A"), (128, 5, "B"), (192, 4, "A"), (256, 3, "A"))]
+        one.append(list(dict.fromkeys(spec_of(m, settle_m_tail(c, m)) for c in cfgs)) + [f"{m},{n},{k}::cublas"])
+    out = []
+    for p in range(passes):
+        for group in (one if p % 2 == 0 else one[::-1]):
+            out += group if p % 2 == 0 else group[::-1]
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    print("\n".join({"--validate": validation_specs, "--api": api_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs}.get(mode, specs)()))
