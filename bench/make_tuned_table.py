@@ -63,7 +63,10 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # configs carried over from measured neighbours, the autotuner's candidates (steps 82, 83)
            + [f"results/raw/tune{i}_exp.json" for i in (149, 150, 151, 152, 153)]
            # narrow N (256-1024) at M = 192-512: the API's pick against split-K over a cluster (step 85)
-           + ["results/raw/tune162_exp.json"])
+           + ["results/raw/tune162_exp.json"]
+           # the grid points that had no entry (one config timed there before) and M just past 4096,
+           # the model's candidates, the neighbours' configs and 128- to 256-row cluster tiles (step 87)
+           + ["results/raw/tune179_exp.json"])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 

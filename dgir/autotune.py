@@ -18,13 +18,15 @@ import statistics
 
 def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
     """The model's `top` best legal configs, best first, each split-K config with 64-row tiles
-    followed by its twin reduced over a cluster (the model does not rank those: its small-M error
+    followed by its twin reduced over a cluster, with the stages its receive buffer leaves room for
+    (the model does not rank those: its small-M error
     made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile).
     Split-K through the global workspace with tiles of 128 rows or more is left out (the next
     ranked configs take its places): no such config won a head-to-head in the table's sources, and
     at M = 256-1024 they ran 1.5-3.5x slower than the model's first pick (spec 153, step 83)."""
     from dataclasses import replace
 
+    from .ops.fp8_gemm import max_stages_for
     from .ops.fp8_gemm_model import candidate_configs, config_seconds
     ranked = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))
     best = [c for c in ranked if not (c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128)][:top]
@@ -32,7 +34,8 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
     for c in best:
         out.append(c)
         if 1 < c.split_k <= 8 and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
-            out.append(replace(c, split_reduce="cluster"))
+            twin = replace(c, split_reduce="cluster")   # its receive buffer may leave fewer stages
+            out.append(replace(twin, stages=min(c.stages, max_stages_for(twin))))
     return out
 
 

@@ -11,8 +11,9 @@ the fastest of the configs timed.  Entries come from two places:
 ``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
 ones.  A shape without an entry of its own takes a measured config of a nearby M for the same
 device, operator, N and K: at most SMALL_M (memory-bound: split-K and cluster choices the model
-gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); above, the faster of
-the entries just below and just above (:func:`bracketing`, within GRID_RATIO), each entry's time
+gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); above, the fastest of
+the entries just below and just above (:func:`bracketing`, within GRID_RATIO; above WIDE_NEARBY_M
+every entry within GRID_RATIO, :func:`within_grid_ratio`, step 87), each entry's time
 scaled by its load at this M against its own (`sm_load`: how many rounds its tiles take, or with two
 CTAs per SM how many CTAs an SM holds; bench/TUNING.md
 step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
@@ -124,6 +125,21 @@ def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[d
     if above:
         out.append(min(above, key=lambda e: e["m"]))
     return out
+
+
+WIDE_NEARBY_M = 512       # above it, nearby_config also weighs the entries beyond the bracketing two
+
+
+def within_grid_ratio(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
+    """Every entry for (device, sms, op, n, k) whose M is within a factor GRID_RATIO of `m`, one per
+    M (the user cache's first).  Step 87: M = 4097 sits just past the 4096 entry, whose 256-row tiles
+    leave a 17th block one row deep; the 3072 entry's 192-row tiles, scaled by their rounds, are the
+    better estimate there (4097x32768x512: 144.8 us against 152.5)."""
+    out: dict[int, dict] = {}
+    for e in _grid(op, device, sms, n, k):
+        if m / GRID_RATIO <= e["m"] <= m * GRID_RATIO:
+            out.setdefault(e["m"], e)
+    return list(out.values())
 
 
 ANALOG_RATIO = 2.5        # analogous(): N and K each within this factor of the entry's
@@ -344,15 +360,18 @@ def unstraddled(cfg, m: int, measured_m: int):
     return out if out is not None and walk_rounds(m, out) <= walk_rounds(measured_m, cfg) else None
 
 
-NEARBY_MARGIN = 0.95     # spec 79 (bench/TUNING.md step 46): within 5% the nearer entry's config stays
+NEARBY_MARGIN = 0.97     # a farther entry's config must be estimated this much faster than a nearer one's:
+                         # 0.95 in step 46 (spec 79), 0.97 since step 87 (specs 42, 78, 179: the 3072
+                         # entry's estimate at 4097x24576x1536 was 5.0% under the 4096 entry's, and ran 3.9% faster)
 
 
 def nearby_config(op, m, n, k, device, sms, load=None):
     """(config, its entry's M) measured at a nearby M for the same N and K, or None.  Small M: the
-    nearest small measured M's config.  Otherwise the faster of the entries just below and above M,
-    each entry's measured time scaled by its load at M over its load at the entry's M (`sm_load`:
-    the persistent rounds, or with two CTAs per SM the CTAs per SM); the farther entry must be
-    NEARBY_MARGIN faster."""
+    nearest small measured M's config.  Otherwise the fastest of the entries just below and above M
+    (above WIDE_NEARBY_M: of every entry within GRID_RATIO), each entry's measured time scaled by its
+    load at M over its load at the entry's M (`sm_load`: the persistent rounds, or with two CTAs per
+    SM the CTAs per SM); a farther entry must be NEARBY_MARGIN faster than the nearer ones.  Up to
+    WIDE_NEARBY_M the walks take one or two rounds, where rounds do not say the time (step 85)."""
     from .ops.fp8_gemm import sm_load
     load = load or sm_load        # bench/narrow_n_specs.py --nearby-load passes walk_rounds (step 85)
     if m <= SMALL_M:
@@ -360,7 +379,8 @@ def nearby_config(op, m, n, k, device, sms, load=None):
         cfg = valid_config(hit["config"]) if hit is not None else None
         return (cfg, hit["m"]) if cfg is not None else None
     scored = []      # (scaled time, distance on a log scale, config, M); sorted nearest first below
-    for e in bracketing(op, device, sms, m, n, k):
+    entries = (within_grid_ratio if m > WIDE_NEARBY_M else bracketing)(op, device, sms, m, n, k)
+    for e in entries:
         cfg = valid_config(e["config"])
         if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
             scored.append((e["us"] * load(m, cfg) / load(e["m"], cfg), abs(math.log(e["m"] / m)),

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
+import dgir
 from dgir import deep_gemm, tuning
 from dgir.autotune import candidates
 from dgir.ops import get_operator
@@ -103,6 +104,28 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
                                                                      16384)] == [2600, 3072]
 
 
+def test_nearby_weighs_every_entry_within_the_grid_ratio_above_512():
+    """Step 87 (spec 179): at 4097x32768x512 the 4096 entry's 256-row tiles need a 17th block one
+    row deep; the 3072 entry's 192-row tiles, scaled by their rounds, win (measured 144.8 us against
+    152.5).  The nearest-two rule alone never looked at the 3072 entry."""
+    from dgir.ops.fp8_gemm import settle_m_tail
+
+    def api(m, n, k):
+        return deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
+    assert [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512)] == [4096, 6144]
+    wide = sorted(e["m"] for e in tuning.within_grid_ratio("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512))
+    assert wide == [3072, 4096, 6144]
+    for n, k in ((32768, 512), (24576, 1536)):
+        c3072, c4096 = _shipped(3072, n, k), _shipped(4096, n, k)
+        assert (c3072.block_m, c4096.block_m) == (192, 256)
+        assert api(4097, n, k) == settle_m_tail(c3072, 4097)
+    # up to WIDE_NEARBY_M only the bracketing two are asked: one- and two-round walks, where rounds do
+    # not say the time (288x384x16384 would otherwise take the 192 entry's one-round split)
+    assert tuning.WIDE_NEARBY_M == 512
+    near = tuning.nearby_config("fp8_gemm_nt", 288, 384, 16384, H200.name, 132)
+    assert near is not None and near[1] in [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 288, 384, 16384)]
+
+
 def test_user_cache_wins_and_stale_entries_are_skipped():
     cfg = Fp8GemmConfig(n=512, k=1024, block_m=64, block_n=64, stages=4)
     from dataclasses import asdict
@@ -139,6 +162,20 @@ def test_autotune_leaves_out_global_splits_of_tall_tiles():
     assert not any(x.split_k > 1 and x.split_reduce == "global" and x.block_m >= 128 for x in c)
     kept = [x for x in c if x.split_reduce == "global"]
     assert len(kept) == 6 and kept == [x for x in ranked if x in kept]        # still in the model's order
+
+
+def test_autotune_cluster_twins_fit_the_shared_memory():
+    """A split over a cluster needs a receive buffer that the global split does not: spec 179 compiled
+    the twin of 192x2112x7168's 64x96 sk2 s10 with the split's 10 stages, 233136 B against the H200's
+    232448 (refused before the launch, as it should be, but a candidate that cannot run)."""
+    from dgir.ops.fp8_gemm import SMEM_LIMIT, max_stages_for
+    for shape in ((192, 2112, 7168), (64, 576, 7168), (128, 4096, 7168)):
+        for x in candidates(*shape, 132, top=6):
+            assert x.stages <= max_stages_for(x), x
+    twin = [x for x in candidates(192, 2112, 7168, 132, top=6) if x.split_cluster and x.block_n == 96]
+    assert twin and twin[0].stages == 9
+    res = dgir.compile("fp8_gemm_nt", m=192, n=2112, k=7168, config=twin[0])
+    assert res.ir.get("smem_bytes") <= SMEM_LIMIT
 
 
 def test_autotune_times_the_cluster_twin_of_each_split_config():
