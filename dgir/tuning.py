@@ -250,9 +250,12 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
         say(f"autotuned: {cfg.kernel_name()}")
         return Choice(cfg, "autotuned", where)
     if tuned:
-        near = nearby_config(op, m, n, k, device, sms)
+        weighed: list[str] = []
+        near = nearby_config(op, m, n, k, device, sms, trace=weighed)
         if near is not None:
             say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}")
+            for line in weighed:
+                say(line)
             return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
         say(f"nearby: no entry for N={n} K={k} near M={m}")
     model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms)
@@ -365,13 +368,14 @@ NEARBY_MARGIN = 0.97     # a farther entry's config must be estimated this much 
                          # entry's estimate at 4097x24576x1536 was 5.0% under the 4096 entry's, and ran 3.9% faster)
 
 
-def nearby_config(op, m, n, k, device, sms, load=None):
+def nearby_config(op, m, n, k, device, sms, load=None, trace: list | None = None):
     """(config, its entry's M) measured at a nearby M for the same N and K, or None.  Small M: the
     nearest small measured M's config.  Otherwise the fastest of the entries just below and above M
     (above WIDE_NEARBY_M: of every entry within GRID_RATIO), each entry's measured time scaled by its
     load at M over its load at the entry's M (`sm_load`: the persistent rounds, or with two CTAs per
     SM the CTAs per SM); a farther entry must be NEARBY_MARGIN faster than the nearer ones.  Up to
-    WIDE_NEARBY_M the walks take one or two rounds, where rounds do not say the time (step 85)."""
+    WIDE_NEARBY_M the walks take one or two rounds, where rounds do not say the time (step 85).
+    trace: a list that gets one line per entry weighed (its config, time and estimate at M)."""
     from .ops.fp8_gemm import sm_load
     load = load or sm_load        # bench/narrow_n_specs.py --nearby-load passes walk_rounds (step 85)
     if m <= SMALL_M:
@@ -392,4 +396,9 @@ def nearby_config(op, m, n, k, device, sms, load=None):
     for s in scored[1:]:        # the farther entry's estimate must win by a margin: it is scaled further
         if s[0] < NEARBY_MARGIN * best[0]:
             best = s
+    if trace is not None:
+        for est, _, cfg, em in sorted(scored, key=lambda x: x[3]):
+            us = est * load(em, cfg) / load(m, cfg)
+            trace.append(f"  entry at M={em}: {cfg.kernel_name()}, {us:.1f} us there, x{load(m, cfg):g}/{load(em, cfg):g} "
+                         f"load -> {est:.1f} us at M={m}" + ("  <- taken" if em == best[3] else ""))
     return best[2], best[3]
