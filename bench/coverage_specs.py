@@ -4,6 +4,7 @@
     python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
     python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
     python bench/coverage_specs.py --fill > bench/specs_tune179.txt      # grid points without an entry
+    python bench/coverage_specs.py --wide > bench/specs_tune180.txt      # step 87's rule on fresh M
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -149,6 +150,50 @@ def fill_specs(passes: int = 2) -> list[str]:
     return out
 
 
+def narrow_nearby(m: int, n: int, k: int):
+    """The nearby pick as before step 87: the bracketing two entries only, a 5% margin."""
+    from dgir import tuning
+    saved = tuning.WIDE_NEARBY_M, tuning.NEARBY_MARGIN
+    tuning.WIDE_NEARBY_M, tuning.NEARBY_MARGIN = 1 << 40, 0.95
+    try:
+        near = tuning.nearby_config("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132)
+    finally:
+        tuning.WIDE_NEARBY_M, tuning.NEARBY_MARGIN = saved
+    return near and near[0]
+
+
+def wide_specs(seed: int = 180, count: int = 24, passes: int = 2) -> list[str]:
+    """Spec 180: step 87's rule judged on M it was not chosen on.  M drawn log-uniform in 516..8188
+    (multiples of 4, off the table's grid; a fixed seed) at the issue's seven (N, K); kept where the
+    API's nearby pick differs from the pick before step 87.  Each shape: both picks (m_tail settled)
+    and cuBLAS, `passes` times, reversed every second pass."""
+    import math
+    import random
+
+    from dgir.ops.fp8_gemm import settle_m_tail
+    from make_tuned_table import on_grid
+    rng = random.Random(seed)
+    one = []
+    for _ in range(20000):
+        if len(one) == count:
+            break
+        m = 4 * round(math.exp(rng.uniform(math.log(516), math.log(8188))) / 4)
+        n, k = NK[rng.randrange(len(NK))]
+        if on_grid(m):
+            continue
+        new, old = api_pick(m, n, k), narrow_nearby(m, n, k)
+        if old is None or settle_m_tail(old, m) == new:
+            continue
+        group = [spec_of(m, new), spec_of(m, settle_m_tail(old, m)), f"{m},{n},{k}::cublas"]
+        if group not in one:
+            one.append(group)
+    out = []
+    for p in range(passes):
+        for group in (one if p % 2 == 0 else one[::-1]):
+            out += group if p % 2 == 0 else group[::-1]
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs}.get(mode, specs)()))
