@@ -5,6 +5,7 @@
     python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
     python bench/coverage_specs.py --fill > bench/specs_tune179.txt      # grid points without an entry
     python bench/coverage_specs.py --wide > bench/specs_tune180.txt      # step 87's rule on fresh M
+    python bench/coverage_specs.py --tail256 > bench/specs_tune181.txt   # 256-row tiles, short last block
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -194,6 +195,30 @@ def wide_specs(seed: int = 180, count: int = 24, passes: int = 2) -> list[str]:
     return out
 
 
+def tail256_specs(passes: int = 2) -> list[str]:
+    """Spec 181: 256x128 tiles whose last m block holds a few rows, filled (the API's m_tail for
+    256-row tiles since step 86) against shifted, with B shared along M (c2B) and A along N (c2A),
+    beside the 192x128 c2A tile the API settles and cuBLAS.  Spec 180 ran 256x128 c2B at
+    788x24576x1536 (20 rows in the last block) in 76.8 us where M = 1024 takes 65.7."""
+    from dgir.ops.fp8_gemm import settle_m_tail
+    shapes = [(m, 24576, 1536) for m in (532, 560, 788, 828, 880)] + [(m, 32768, 512) for m in (532, 560, 788)] \
+        + [(m, 4096, 7168) for m in (788, 1044, 1084)] + [(m, 7168, 2048) for m in (788, 1044)]
+    one = []
+    for m, n, k in shapes:
+        group = []
+        for mc in ("B", "A"):
+            c = Fp8GemmConfig(n=n, k=k, block_m=256, block_n=128, stages=3, cluster=2, multicast=mc)
+            group += [spec_of(m, c), spec_of(m, c) + ",mt=sh"]
+        group.append(spec_of(m, settle_m_tail(Fp8GemmConfig(n=n, k=k, block_m=192, block_n=128, stages=4, cluster=2,
+                                                             multicast="A"), m)))
+        one.append(group + [f"{m},{n},{k}::cublas"])
+    out = []
+    for p in range(passes):
+        for group in (one if p % 2 == 0 else one[::-1]):
+            out += group if p % 2 == 0 else group[::-1]
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs}.get(mode, specs)()))
