@@ -28,6 +28,10 @@ SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA al
 # 192-row tiles alike), 32 rows or more 0.999; 256-row tiles (spec oob2): 1.01-1.03 at 1-200 rows (the
 # zero-filled rows draw less power at the power limit these tiles run at)
 SHIFT_TAIL_BELOW = {64: 32, 128: 32, 192: 32, 256: 0}
+# 256-row tiles in clusters that share B along M (c2B): the last block's partner waits for its slow
+# loads, so the shift pays up to 64 rows (spec 181, TUNING step 87: 20 rows 0.83-0.91x the filled time,
+# 48-60 rows 0.87-1.04x, 112 rows 1.02x); filled 256-row tiles sharing A were 1-4% faster than shifted
+SHIFT_TAIL_BELOW_B_PAIRS = {256: 64}
 NUM_SMS = 132                    # H200
 
 
@@ -187,7 +191,16 @@ def cluster_tiles(m_blocks: int, n_blocks: int, cluster: int, multicast: str) ->
 def tail_shift_below(cfg: "Fp8GemmConfig") -> int:
     """Rows of the last m block below which its tile shifts up to end at row M (m_tail): 0 never,
     BLOCK_M whenever it reaches past M."""
-    return {"fill": 0, "shift": cfg.block_m}.get(cfg.m_tail, SHIFT_TAIL_BELOW.get(cfg.block_m, 0))
+    return {"fill": 0, "shift": cfg.block_m}.get(cfg.m_tail, shift_rows(cfg))
+
+
+def shift_rows(cfg: "Fp8GemmConfig") -> int:
+    """Rows of the last m block below which shifting its tile is the faster kernel (the API's rule,
+    settle_m_tail, and m_tail="auto"'s): SHIFT_TAIL_BELOW by BLOCK_M, SHIFT_TAIL_BELOW_B_PAIRS where a
+    cluster of two shares B along M."""
+    if cfg.cluster > 1 and cfg.multicast == "B" and cfg.block_m in SHIFT_TAIL_BELOW_B_PAIRS:
+        return SHIFT_TAIL_BELOW_B_PAIRS[cfg.block_m]
+    return SHIFT_TAIL_BELOW.get(cfg.block_m, 0)
 
 
 def last_m0(m: int, block_m: int) -> int:
@@ -209,12 +222,12 @@ def tail_cap(m: int, block_m: int, below: int) -> int:
 
 def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     """The API's m_tail for a call at M = m (dgir.tuning.choose): "shift" where the last m block is
-    short enough to move (SHIFT_TAIL_BELOW, tail_cap), else "fill"; "shift" stays.  A kernel that
+    short enough to move (shift_rows, tail_cap), else "fill"; "shift" stays.  A kernel that
     decides at run time ("auto") lengthened the K loop of 64x32768x512's tiles through ptxas's
     scheduling (1.05x, spec 177), so each call's kernel carries the shift only where it acts."""
     if cfg.m_tail == "shift":
         return cfg
-    below = SHIFT_TAIL_BELOW.get(cfg.block_m, 0)
+    below = shift_rows(cfg)
     moves = bool(below) and tail_cap(m, cfg.block_m, below) != last_m0(m, cfg.block_m)
     return replace(cfg, m_tail="shift" if moves else "fill")
 
