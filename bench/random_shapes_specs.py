@@ -43,6 +43,10 @@ is a multiple of 4; forward then reversed.
 Spec 178: a fresh draw at the end of step 86 (the API settling m_tail per call).
 
     python bench/random_shapes_specs.py --seed 178 --m-multiple 4 > bench/specs_tune178.txt
+
+Spec 182: a fresh draw at the end of step 87 (the wide nearby rule, the B-sharing shift).
+
+    python bench/random_shapes_specs.py --seed 182 --m-multiple 4 > bench/specs_tune182.txt
 """
 import argparse
 import math
