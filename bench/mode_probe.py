@@ -56,14 +56,46 @@ def probe(m: int, n: int, k: int, config, device, allocations: int, repeats: int
             "within_set_range_us": within}
 
 
+def per_call(device) -> list:
+    """Every call's time (the benchmark's timer, return_mode="all") for kernels of a few kinds: a
+    split over a cluster (64x576x7168), a plain tile walk (64x7168x2048 64x56), a B-sharing pair
+    (128x24576x1536 64x128 c2B), cuBLAS and a torch elementwise kernel of similar length."""
+    from triton.testing import do_bench as tdb
+    stream = torch.cuda.current_stream(device).cuda_stream
+    out = []
+    for m, n, k in ((64, 576, 7168), (64, 7168, 2048), (128, 24576, 1536)):
+        A, sfa, B, sfb, _ = fp8_inputs(m, n, k, device, seed=7)
+        d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
+        kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device)
+        plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+        for rep in range(3):
+            out.append({"what": kern.result.name, "rep": rep,
+                        "us": [t * 1e3 for t in tdb(lambda: plan(stream, False), warmup=25, rep=200, return_mode="all")]})
+        if (m, n) == (64, 576):
+            ref = cublas_fp8_gemm(A, sfa, B, sfb)
+            for rep in range(3):
+                out.append({"what": "cublas 64x576x7168", "rep": rep,
+                            "us": [t * 1e3 for t in tdb(ref, warmup=25, rep=200, return_mode="all")]})
+    x = torch.randn(1 << 22, device=device)
+    for rep in range(3):
+        out.append({"what": "torch x.mul_(1.0001), 16 MB", "rep": rep,
+                    "us": [t * 1e3 for t in tdb(lambda: x.mul_(1.0001), warmup=25, rep=200, return_mode="all")]})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--allocations", type=int, default=12)
     ap.add_argument("--repeats", type=int, default=4)
+    ap.add_argument("--calls", action="store_true", help="only the per-call times of a few kernel kinds")
     args = ap.parse_args()
     device = torch.device("cuda", 0)
     doc = header(device)
+    if args.calls:
+        doc["calls"] = per_call(device)
+        write(args.out, doc)
+        return
     doc["rows"] = []
     for m, n, k, config in SHAPES:
         row = probe(m, n, k, config, device, args.allocations, args.repeats)
