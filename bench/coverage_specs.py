@@ -6,6 +6,7 @@
     python bench/coverage_specs.py --fill > bench/specs_tune179.txt      # grid points without an entry
     python bench/coverage_specs.py --wide > bench/specs_tune180.txt      # step 87's rule on fresh M
     python bench/coverage_specs.py --tail256 > bench/specs_tune181.txt   # 256-row tiles, short last block
+    python bench/coverage_specs.py --at 896,1792 > bench/specs_tune183.txt   # between the grid's points
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -122,17 +123,19 @@ def missing_grid_points() -> list[tuple[int, int, int]]:
     return out
 
 
-def fill_specs(passes: int = 2) -> list[str]:
+def fill_specs(passes: int = 2, shapes: list | None = None) -> list[str]:
     """Step 87: at every grid point without an entry the model's top candidates, the neighbouring
     entries' configs, the API's present pick and 128x128 over a B-sharing / A-sharing cluster; and
     off the grid, M just past 4096 (the last 256-row block nearly empty) and between 4096 and 6144,
     the same kinds of config, each with the m_tail the API settles for that M.  Every config `passes`
     times, in reverse order the second time, with cuBLAS beside (it refuses M = 4097: not a multiple
-    of 4)."""
+    of 4).  `shapes`: these (M, N, K) instead (spec 183: M = 896 and 1792 at the seven (N, K),
+    `--at 896,1792`)."""
     from dgir.ops.fp8_gemm import settle_m_tail
-    shapes = missing_grid_points()
-    for n, k in ((4096, 7168), (24576, 1536), (32768, 512), (7168, 2048)):
-        shapes += [(m, n, k) for m in (4097, 4500, 5000)]
+    if shapes is None:
+        shapes = missing_grid_points()
+        for n, k in ((4096, 7168), (24576, 1536), (32768, 512), (7168, 2048)):
+            shapes += [(m, n, k) for m in (4097, 4500, 5000)]
     one = []
     for m, n, k in shapes:
         cfgs = [api_pick(m, n, k), choose_config(m, n, k)] + candidates(m, n, k, 132, 3)
@@ -140,7 +143,7 @@ def fill_specs(passes: int = 2) -> list[str]:
         below = [x for x in tuned if x <= m]
         above = [x for x in tuned if x >= m]
         cfgs += [tuned[x] for x in ([max(below)] if below else []) + ([min(above)] if above else [])]
-        if m >= 1024:
+        if m >= 768:
             cfgs += [Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=128, stages=s, cluster=2, multicast=mc)
                      for bm, s, mc in ((128, 5, "A"), (128, 5, "B"), (192, 4, "A"), (256, 3, "A"))]
         one.append(list(dict.fromkeys(spec_of(m, settle_m_tail(c, m)) for c in cfgs)) + [f"{m},{n},{k}::cublas"])
@@ -221,4 +224,7 @@ def tail256_specs(passes: int = 2) -> list[str]:
 
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "--at":     # fill_specs at these M for the seven (N, K)
+        print("\n".join(fill_specs(shapes=[(int(m), n, k) for m in sys.argv[2].split(",") for n, k in NK])))
+        raise SystemExit
     print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs}.get(mode, specs)()))
