@@ -7,6 +7,7 @@
     python bench/coverage_specs.py --wide > bench/specs_tune180.txt      # step 87's rule on fresh M
     python bench/coverage_specs.py --tail256 > bench/specs_tune181.txt   # 256-row tiles, short last block
     python bench/coverage_specs.py --at 896,1792 > bench/specs_tune183.txt   # between the grid's points
+    python bench/coverage_specs.py --at 3584,7168 > bench/specs_tune184.txt
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -25,7 +26,7 @@ import sys
 sys.path.insert(0, os.path.dirname(__file__))
 
 from dgir.autotune import candidates  # noqa: E402
-from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, choose_config  # noqa: E402
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, OpError, check_config, choose_config  # noqa: E402
 from dgir.tuning import SHIPPED  # noqa: E402
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
@@ -146,7 +147,14 @@ def fill_specs(passes: int = 2, shapes: list | None = None) -> list[str]:
         if m >= 768:
             cfgs += [Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=128, stages=s, cluster=2, multicast=mc)
                      for bm, s, mc in ((128, 5, "A"), (128, 5, "B"), (192, 4, "A"), (256, 3, "A"))]
-        one.append(list(dict.fromkeys(spec_of(m, settle_m_tail(c, m)) for c in cfgs)) + [f"{m},{n},{k}::cublas"])
+        legal = []
+        for c in cfgs:
+            try:
+                check_config(c)             # e.g. an A-sharing pair needs an even count of n blocks
+            except OpError:
+                continue
+            legal.append(c)
+        one.append(list(dict.fromkeys(spec_of(m, settle_m_tail(c, m)) for c in legal)) + [f"{m},{n},{k}::cublas"])
     out = []
     for p in range(passes):
         for group in (one if p % 2 == 0 else one[::-1]):
