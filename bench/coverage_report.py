@@ -72,7 +72,9 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune146_exp.json",
             # spec 179: the grid points without an entry before step 87, and M = 4097, every config
             # beside cuBLAS (the API's new picks among them)
-            "results/raw/tune179_exp.json"]
+            "results/raw/tune179_exp.json",
+            # specs 183, 184: the points 7 * 2^i (896 .. 7168) added to the grid in step 87
+            "results/raw/tune183_exp.json", "results/raw/tune184_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call

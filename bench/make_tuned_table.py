@@ -66,18 +66,22 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            + ["results/raw/tune162_exp.json"]
            # the grid points that had no entry (one config timed there before) and M just past 4096,
            # the model's candidates, the neighbours' configs and 128- to 256-row cluster tiles (step 87)
-           + ["results/raw/tune179_exp.json"])
+           + ["results/raw/tune179_exp.json"]
+           # the points 7 * 2^i (896 .. 7168): the same kinds of candidate (step 87)
+           + ["results/raw/tune183_exp.json", "results/raw/tune184_exp.json"])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
 
 def on_grid(m: int) -> bool:
-    """The table's M: powers of two, and from 96 on the points 3 * 2^i between them (spec 44 timed
-    the model's and the nearest entry's configs there, spec 65 a few more).  M = 17 and 32 stay off
-    it: both <= 128, they take the nearest measured M's entry, which spec 44 checked."""
-    power = m >= 64 and m & (m - 1) == 0
-    between = m >= 96 and m % 3 == 0 and (m // 3) & (m // 3 - 1) == 0
-    return power or between
+    """The table's M: powers of two, from 96 on the points 3 * 2^i between them (spec 44 timed the
+    model's and the nearest entry's configs there, spec 65 a few more), and from 896 on the points
+    7 * 2^i (specs 183, 184: between 768 and 1024 and between 1536 and 2048 the neighbours' tiles fit
+    badly, 1792x2112x7168 ran 1.75x the best timed config with the 2048 entry's).  M = 17 and 32 stay
+    off it: both <= 128, they take the nearest measured M's entry, which spec 44 checked."""
+    def times_power(f: int) -> bool:
+        return m % f == 0 and (m // f) & (m // f - 1) == 0
+    return (m >= 64 and times_power(1)) or (m >= 96 and times_power(3)) or (m >= 896 and times_power(7))
 
 
 def newest_duel(samples, key, baseline: str, among=None, repeats: int = 1, stat=min):

@@ -132,7 +132,7 @@ def test_nearby_weighs_every_entry_within_the_grid_ratio_above_512():
         return deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
     assert [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512)] == [4096, 6144]
     wide = sorted(e["m"] for e in tuning.within_grid_ratio("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512))
-    assert wide == [3072, 4096, 6144]
+    assert wide == [3072, 3584, 4096, 6144]
     for n, k in ((32768, 512), (24576, 1536)):
         c3072, c4096 = _shipped(3072, n, k), _shipped(4096, n, k)
         assert (c3072.block_m, c4096.block_m) == (192, 256)
@@ -142,6 +142,16 @@ def test_nearby_weighs_every_entry_within_the_grid_ratio_above_512():
     assert tuning.WIDE_NEARBY_M == 512
     near = tuning.nearby_config("fp8_gemm_nt", 288, 384, 16384, H200.name, 132)
     assert near is not None and near[1] in [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 288, 384, 16384)]
+
+
+def test_the_nearest_entry_yields_only_to_the_fastest_other_by_the_margin():
+    """Step 87 (specs 179, 184): at 4097x4096x7168 the 3584 entry's 128x128 c2B (estimate 226.5 us)
+    beats the nearest (4096, 256x128 c2A: 242.6) by the margin, and the 6144 entry's 192x128 c2A
+    (223.9) beats that only by 1.1%.  Compared in turn, nearer first, the 3584 config ran (228.9 us);
+    the fastest other against the nearest takes the 6144 config, which ran 211.0."""
+    picked = tuning.nearby_config("fp8_gemm_nt", 4097, 4096, 7168, H200.name, 132)
+    assert picked is not None and picked[1] == 6144 and picked[0] == _shipped(6144, 4096, 7168)
+    assert _shipped(3584, 4096, 7168).block_m == 128 and _shipped(4096, 4096, 7168).block_m == 256
 
 
 def test_user_cache_wins_and_stale_entries_are_skipped():
