@@ -8,6 +8,7 @@
     python bench/coverage_specs.py --tail256 > bench/specs_tune181.txt   # 256-row tiles, short last block
     python bench/coverage_specs.py --at 896,1792 > bench/specs_tune183.txt   # between the grid's points
     python bench/coverage_specs.py --at 3584,7168 > bench/specs_tune184.txt
+    python bench/coverage_specs.py --at 640,1280,2560,5120 > bench/specs_tune185.txt
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
