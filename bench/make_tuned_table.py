@@ -68,20 +68,23 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # the model's candidates, the neighbours' configs and 128- to 256-row cluster tiles (step 87)
            + ["results/raw/tune179_exp.json"]
            # the points 7 * 2^i (896 .. 7168): the same kinds of candidate (step 87)
-           + ["results/raw/tune183_exp.json", "results/raw/tune184_exp.json"])
+           + ["results/raw/tune183_exp.json", "results/raw/tune184_exp.json"]
+           # and the points 5 * 2^i (640 .. 5120)
+           + ["results/raw/tune185_exp.json"])
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
 
 
 def on_grid(m: int) -> bool:
     """The table's M: powers of two, from 96 on the points 3 * 2^i between them (spec 44 timed the
-    model's and the nearest entry's configs there, spec 65 a few more), and from 896 on the points
-    7 * 2^i (specs 183, 184: between 768 and 1024 and between 1536 and 2048 the neighbours' tiles fit
-    badly, 1792x2112x7168 ran 1.75x the best timed config with the 2048 entry's).  M = 17 and 32 stay
+    model's and the nearest entry's configs there, spec 65 a few more), and the points 5 * 2^i from
+    640 and 7 * 2^i from 896 (specs 183-185: between the other points the neighbours' tiles can fit
+    badly: 1792x2112x7168 ran 1.75x the best timed config with the 2048 entry's, 640x2112x7168 1.34x).  M = 17 and 32 stay
     off it: both <= 128, they take the nearest measured M's entry, which spec 44 checked."""
     def times_power(f: int) -> bool:
         return m % f == 0 and (m // f) & (m // f - 1) == 0
-    return (m >= 64 and times_power(1)) or (m >= 96 and times_power(3)) or (m >= 896 and times_power(7))
+    return ((m >= 64 and times_power(1)) or (m >= 96 and times_power(3)) or (m >= 640 and times_power(5))
+            or (m >= 896 and times_power(7)))
 
 
 def newest_duel(samples, key, baseline: str, among=None, repeats: int = 1, stat=min):
