@@ -9,6 +9,7 @@
     python bench/coverage_specs.py --at 896,1792 > bench/specs_tune183.txt   # between the grid's points
     python bench/coverage_specs.py --at 3584,7168 > bench/specs_tune184.txt
     python bench/coverage_specs.py --at 640,1280,2560,5120 > bench/specs_tune185.txt
+    python bench/coverage_specs.py --fresh-m > bench/specs_tune186.txt     # the API at fresh M
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M
@@ -231,9 +232,34 @@ def tail256_specs(passes: int = 2) -> list[str]:
     return out
 
 
+def fresh_m_specs(seed: int = 186, count: int = 28, passes: int = 2) -> list[str]:
+    """Spec 186: the API at fresh M between the grid's points after step 87 (M log-uniform in
+    516..8188, multiples of 4, off the grid, at the issue's seven (N, K); a fixed seed): its config,
+    the cost model's own pick where it differs, and cuBLAS, `passes` times, reversed every second."""
+    import math
+    import random
+
+    from dgir.ops.fp8_gemm import settle_m_tail
+    from make_tuned_table import on_grid
+    rng = random.Random(seed)
+    one = []
+    while len(one) < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(516), math.log(8188))) / 4)
+        n, k = NK[rng.randrange(len(NK))]
+        if on_grid(m):
+            continue
+        group = list(dict.fromkeys([spec_of(m, api_pick(m, n, k)), spec_of(m, settle_m_tail(choose_config(m, n, k), m))]))
+        one.append(group + [f"{m},{n},{k}::cublas"])
+    out = []
+    for p in range(passes):
+        for group in (one if p % 2 == 0 else one[::-1]):
+            out += group if p % 2 == 0 else group[::-1]
+    return out
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "--at":     # fill_specs at these M for the seven (N, K)
         print("\n".join(fill_specs(shapes=[(int(m), n, k) for m in sys.argv[2].split(",") for n, k in NK])))
         raise SystemExit
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs}.get(mode, specs)()))
