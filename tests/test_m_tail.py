@@ -133,14 +133,15 @@ def test_interpreter_refuses_a_box_off_the_16_byte_grid():
         check_box_start([385, 1], sfa, "tma_load", "SFA")
 
 
-@pytest.mark.parametrize("m,bm,shifts", [(204, 192, True), (240, 192, False), (129, 128, True), (250, 128, False),
-                                         (257, 256, False), (100, 64, False), (84, 64, True)])
-def test_auto_tail_shifts_blocks_with_few_rows(m, bm, shifts):
-    """m_tail="auto": the last block shifts when it holds fewer than SHIFT_TAIL_BELOW[BLOCK_M] rows
-    (decided by the kernel at run time): then no load of SFA reaches past M; else the fill kernel's
-    loads, and in both cases the fill kernel's bits."""
+@pytest.mark.parametrize("m,bm,bn,shifts", [(204, 192, 128, True), (240, 192, 128, False), (240, 192, 64, True),
+                                            (129, 128, 64, True), (250, 128, 64, False), (257, 256, 128, False),
+                                            (100, 64, 64, False), (84, 64, 64, True)])
+def test_auto_tail_shifts_blocks_with_few_rows(m, bm, bn, shifts):
+    """m_tail="auto": the last block shifts when it holds fewer than shift_rows(config) rows (decided
+    by the kernel at run time; any partial block for 192-row tiles of 64 columns): then no load of
+    SFA reaches past M; else the fill kernel's loads, and in both cases the fill kernel's bits."""
     n, k = 128, 256
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=64, stages=2, num_sms=3, m_tail="auto")
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=2, num_sms=3, m_tail="auto")
     assert (tail_shift_below(cfg) > m % bm) == shifts
     ins = fp8_gemm_inputs(m, n, k, seed=m)
     stats: dict = {}
@@ -158,6 +159,19 @@ def test_256_row_tiles_sharing_b_shift_a_last_block_under_64_rows(m, multicast, 
     from dgir.ops.fp8_gemm import shift_rows
     cfg = Fp8GemmConfig(n=24576, k=1536, block_m=256, block_n=128, stages=3, cluster=2, multicast=multicast)
     assert shift_rows(cfg) == (64 if multicast == "B" else 0)
+    assert settle_m_tail(cfg, m).m_tail == tail
+
+
+@pytest.mark.parametrize("m,bm,bn,cluster,tail", [(644, 192, 64, 1, "shift"), (640, 192, 64, 1, "shift"),
+                                                  (768, 192, 64, 1, "fill"), (1908, 256, 64, 2, "shift"),
+                                                  (644, 192, 128, 1, "fill"), (700, 192, 72, 1, "fill"),
+                                                  (680, 128, 64, 1, "fill")])
+def test_narrow_tall_tiles_shift_any_partial_last_block(m, bm, bn, cluster, tail):
+    """Spec 187: with 64 columns A's box is most of a K block's load, and a box mostly past M loads
+    slowly (644x2112x7168 192x64, 68 rows: 35.3 us filled, 24.8 shifted; 1908x2112x7168 256x64 c2B,
+    116 rows: 74.2 -> 56.6).  128-row and wider tiles keep their thresholds."""
+    cfg = Fp8GemmConfig(n=2112, k=7168, block_m=bm, block_n=bn, stages=4, cluster=cluster,
+                        multicast="B" if cluster > 1 else "A")
     assert settle_m_tail(cfg, m).m_tail == tail
 
 

@@ -32,6 +32,11 @@ SHIFT_TAIL_BELOW = {64: 32, 128: 32, 192: 32, 256: 0}
 # loads, so the shift pays up to 64 rows (spec 181, TUNING step 87: 20 rows 0.83-0.91x the filled time,
 # 48-60 rows 0.87-1.04x, 112 rows 1.02x); filled 256-row tiles sharing A were 1-4% faster than shifted
 SHIFT_TAIL_BELOW_B_PAIRS = {256: 64}
+# tiles of 192 or 256 rows and at most 64 columns: A's box is most of what a K block loads, and a box
+# of A mostly past M loads slowly, so any partial last block shifts (spec 187: 644x2112x7168 192x64
+# with 68 rows 35.3 -> 24.8 us, M = 768's full blocks 24.5; 1908x2112x7168 256x64 c2B with 116 rows
+# 74.2 -> 56.6, M = 2048 56.8)
+NARROW_SHIFT_MAX_BLOCK_N = 64
 NUM_SMS = 132                    # H200
 
 
@@ -196,8 +201,11 @@ def tail_shift_below(cfg: "Fp8GemmConfig") -> int:
 
 def shift_rows(cfg: "Fp8GemmConfig") -> int:
     """Rows of the last m block below which shifting its tile is the faster kernel (the API's rule,
-    settle_m_tail, and m_tail="auto"'s): SHIFT_TAIL_BELOW by BLOCK_M, SHIFT_TAIL_BELOW_B_PAIRS where a
-    cluster of two shares B along M."""
+    settle_m_tail, and m_tail="auto"'s): every partial block for tiles of 192 rows or more and at
+    most NARROW_SHIFT_MAX_BLOCK_N columns, SHIFT_TAIL_BELOW_B_PAIRS where a cluster of two shares B
+    along M, else SHIFT_TAIL_BELOW by BLOCK_M."""
+    if cfg.block_m >= 192 and cfg.block_n <= NARROW_SHIFT_MAX_BLOCK_N:
+        return cfg.block_m
     if cfg.cluster > 1 and cfg.multicast == "B" and cfg.block_m in SHIFT_TAIL_BELOW_B_PAIRS:
         return SHIFT_TAIL_BELOW_B_PAIRS[cfg.block_m]
     return SHIFT_TAIL_BELOW.get(cfg.block_m, 0)
