@@ -126,6 +126,27 @@ def missing_grid_points() -> list[tuple[int, int, int]]:
     return out
 
 
+def alternating_passes(groups: list[list[str]], passes: int) -> list[str]:
+    """The spec lines of `groups` (one list per shape) `passes` times, every second pass with the
+    shapes and each shape's lines reversed (so no config is always timed first or last)."""
+    out = []
+    for p in range(passes):
+        for group in (groups if p % 2 == 0 else groups[::-1]):
+            out += group if p % 2 == 0 else group[::-1]
+    return out
+
+
+def off_grid_draw(rng) -> tuple[int, int, int] | None:
+    """One draw of a fresh shape: M log-uniform in 516..8188 rounded to a multiple of 4, one of the
+    issue's seven (N, K); None when M is a point of the table's grid."""
+    import math
+
+    from make_tuned_table import on_grid
+    m = 4 * round(math.exp(rng.uniform(math.log(516), math.log(8188))) / 4)
+    n, k = NK[rng.randrange(len(NK))]
+    return None if on_grid(m) else (m, n, k)
+
+
 def fill_specs(passes: int = 2, shapes: list | None = None) -> list[str]:
     """Step 87: at every grid point without an entry the model's top candidates, the neighbouring
     entries' configs, the API's present pick and 128x128 over a B-sharing / A-sharing cluster; and
@@ -157,11 +178,7 @@ def fill_specs(passes: int = 2, shapes: list | None = None) -> list[str]:
                 continue
             legal.append(c)
         one.append(list(dict.fromkeys(spec_of(m, settle_m_tail(c, m)) for c in legal)) + [f"{m},{n},{k}::cublas"])
-    out = []
-    for p in range(passes):
-        for group in (one if p % 2 == 0 else one[::-1]):
-            out += group if p % 2 == 0 else group[::-1]
-    return out
+    return alternating_passes(one, passes)
 
 
 def narrow_nearby(m: int, n: int, k: int):
@@ -181,31 +198,25 @@ def wide_specs(seed: int = 180, count: int = 24, passes: int = 2) -> list[str]:
     (multiples of 4, off the table's grid; a fixed seed) at the issue's seven (N, K); kept where the
     API's nearby pick differs from the pick before step 87.  Each shape: both picks (m_tail settled)
     and cuBLAS, `passes` times, reversed every second pass."""
-    import math
     import random
 
     from dgir.ops.fp8_gemm import settle_m_tail
-    from make_tuned_table import on_grid
     rng = random.Random(seed)
     one = []
     for _ in range(20000):
         if len(one) == count:
             break
-        m = 4 * round(math.exp(rng.uniform(math.log(516), math.log(8188))) / 4)
-        n, k = NK[rng.randrange(len(NK))]
-        if on_grid(m):
+        shape = off_grid_draw(rng)
+        if shape is None:
             continue
+        m, n, k = shape
         new, old = api_pick(m, n, k), narrow_nearby(m, n, k)
         if old is None or settle_m_tail(old, m) == new:
             continue
         group = [spec_of(m, new), spec_of(m, settle_m_tail(old, m)), f"{m},{n},{k}::cublas"]
         if group not in one:
             one.append(group)
-    out = []
-    for p in range(passes):
-        for group in (one if p % 2 == 0 else one[::-1]):
-            out += group if p % 2 == 0 else group[::-1]
-    return out
+    return alternating_passes(one, passes)
 
 
 def tail256_specs(passes: int = 2) -> list[str]:
@@ -225,36 +236,26 @@ def tail256_specs(passes: int = 2) -> list[str]:
         group.append(spec_of(m, settle_m_tail(Fp8GemmConfig(n=n, k=k, block_m=192, block_n=128, stages=4, cluster=2,
                                                              multicast="A"), m)))
         one.append(group + [f"{m},{n},{k}::cublas"])
-    out = []
-    for p in range(passes):
-        for group in (one if p % 2 == 0 else one[::-1]):
-            out += group if p % 2 == 0 else group[::-1]
-    return out
+    return alternating_passes(one, passes)
 
 
 def fresh_m_specs(seed: int = 186, count: int = 28, passes: int = 2) -> list[str]:
     """Spec 186: the API at fresh M between the grid's points after step 87 (M log-uniform in
     516..8188, multiples of 4, off the grid, at the issue's seven (N, K); a fixed seed): its config,
     the cost model's own pick where it differs, and cuBLAS, `passes` times, reversed every second."""
-    import math
     import random
 
     from dgir.ops.fp8_gemm import settle_m_tail
-    from make_tuned_table import on_grid
     rng = random.Random(seed)
     one = []
     while len(one) < count:
-        m = 4 * round(math.exp(rng.uniform(math.log(516), math.log(8188))) / 4)
-        n, k = NK[rng.randrange(len(NK))]
-        if on_grid(m):
+        shape = off_grid_draw(rng)
+        if shape is None:
             continue
+        m, n, k = shape
         group = list(dict.fromkeys([spec_of(m, api_pick(m, n, k)), spec_of(m, settle_m_tail(choose_config(m, n, k), m))]))
         one.append(group + [f"{m},{n},{k}::cublas"])
-    out = []
-    for p in range(passes):
-        for group in (one if p % 2 == 0 else one[::-1]):
-            out += group if p % 2 == 0 else group[::-1]
-    return out
+    return alternating_passes(one, passes)
 
 
 if __name__ == "__main__":

@@ -384,13 +384,13 @@ def nearby_config(op, m, n, k, device, sms, load=None, trace: list | None = None
         hit = nearest(op, device, sms, m, n, k)
         cfg = valid_config(hit["config"]) if hit is not None else None
         return (cfg, hit["m"]) if cfg is not None else None
-    scored = []      # (scaled time, distance on a log scale, config, M); sorted nearest first below
+    scored = []      # (scaled time, distance on a log scale, config, M, measured time); nearest first below
     entries = (within_grid_ratio if m > WIDE_NEARBY_M else bracketing)(op, device, sms, m, n, k)
     for e in entries:
         cfg = valid_config(e["config"])
         if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:
             scored.append((e["us"] * load(m, cfg) / load(e["m"], cfg), abs(math.log(e["m"] / m)),
-                           cfg, e["m"]))
+                           cfg, e["m"], e["us"]))
     if not scored:
         return None
     scored.sort(key=lambda x: x[1])
@@ -400,8 +400,7 @@ def nearby_config(op, m, n, k, device, sms, load=None, trace: list | None = None
         if other[0] < NEARBY_MARGIN * best[0]:
             best = other
     if trace is not None:
-        for est, _, cfg, em in sorted(scored, key=lambda x: x[3]):
-            us = est * load(em, cfg) / load(m, cfg)
+        for est, _, cfg, em, us in sorted(scored, key=lambda x: x[3]):
             trace.append(f"  entry at M={em}: {cfg.kernel_name()}, {us:.1f} us there, x{load(m, cfg):g}/{load(em, cfg):g} "
                          f"load -> {est:.1f} us at M={m}" + ("  <- taken" if em == best[3] else ""))
     return best[2], best[3]
