@@ -26,7 +26,7 @@ def tile(c) -> str:
 
 def main(path: str) -> None:
     doc = json.loads(Path(path).read_text())
-    print(f"| M | N | K | kernel run | model us | measured us | measured/model | model's own pick | its model us |")
+    print("| M | N | K | kernel run | model us | measured us | measured/model | model's own pick | its model us |")
     print("|---|---|---|---|---|---|---|---|---|")
     logs = []
     for r in doc["rows"]:

@@ -56,11 +56,11 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY))
 
 
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .compiler import CompileResult, compile
-    from .ops import OpError
-    from .parser import ParseError, parse_header, parse_ir
-    from .passes import Pass
-    from .pipeline import PassError, PassEvent, register_pass, unregister_all
-    from .printer import print_ir
-    from .verifier import VerifyError, verify
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only (re-exports: hence noqa F401)
+    from .compiler import CompileResult, compile  # noqa: F401
+    from .ops import OpError  # noqa: F401
+    from .parser import ParseError, parse_header, parse_ir  # noqa: F401
+    from .passes import Pass  # noqa: F401
+    from .pipeline import PassError, PassEvent, register_pass, unregister_all  # noqa: F401
+    from .printer import print_ir  # noqa: F401
+    from .verifier import VerifyError, verify  # noqa: F401

@@ -31,6 +31,13 @@ def _ensure_dgir_runtime() -> None:
 _ensure_dgir_runtime()
 
 
+@pytest.fixture
+def emitter():
+    """The PTX emitter (always the real one: a test must not pass on a stand-in)."""
+    from dgir.emitters.ptx import emit_ptx
+    return emit_ptx
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped when none is available)")
 

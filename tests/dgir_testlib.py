@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from dataclasses import replace
 
-import pytest
-
 from dgir.ir import Node, Op
 from dgir.ops.fp8_gemm import Fp8GemmConfig, legal_block_ns, lower, max_stages
 from dgir.pipeline import pipeline, run_pipeline
@@ -68,13 +66,6 @@ def final(cfg: Fp8GemmConfig = DEFAULT) -> Node:
     return stages_for(cfg)[-1][1]
 
 
-@pytest.fixture
-def emitter():
-    """The PTX emitter (always the real one: a test must not pass on a stand-in)."""
-    from dgir.emitters.ptx import emit_ptx
-    return emit_ptx
-
-
 # --- IR surgery ---------------------------------------------------------------------------
 def edit(kernel: Node, pred, fn, count: int | None = 1) -> Node:
     """Apply fn to the first `count` nodes (None: all) under the kernel matching pred."""
@@ -109,7 +100,7 @@ def k_loops(kernel: Node) -> list[Node]:
 
 
 __all__ = ["CONFIGS", "SOME_CONFIGS", "DEFAULT", "cfg_id", "stages_for", "stage", "final", "edit", "region",
-           "k_loops", "replace", "emitter"]
+           "k_loops", "replace"]
 
 
 @contextlib.contextmanager

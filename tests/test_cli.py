@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from dgir_testlib import SM90A_PASSES, emitter  # noqa: F401
+from dgir_testlib import SM90A_PASSES
 
 from dgir import cli
 from dgir.pipeline import unregister_all

@@ -5,7 +5,7 @@ import importlib.util
 import textwrap
 
 import pytest
-from dgir_testlib import DEFAULT, SM90A_PASSES, emitter  # noqa: F401
+from dgir_testlib import DEFAULT, SM90A_PASSES
 
 import dgir
 from dgir import cli

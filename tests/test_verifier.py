@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, cfg_id, edit, emitter, final, stages_for  # noqa: F401
+from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, cfg_id, edit, final, stages_for
 
 import dgir
 from dgir.ir import Node, Op
