@@ -48,7 +48,8 @@ class OverlapEpilogue(Pass):
     The next tile's scalars (ring counter, scale rows, column offset) are recomputed from the
     loop's own index arithmetic (the ops they depend on, cloned with the induction variable
     replaced).  Kernels whose k-loop is software-pipelined by interleave_ffma (two partials) and
-    kernels without the TMA epilogue are left unchanged; the decision is recorded as
+    split-K kernels (their epilogue sums partials) are left unchanged; direct stores
+    (epilogue="direct") get the shallow form; the decision is recorded as
     `overlap_epilogue` on the tile loop.
 
     Measured on the H200 (bench/TUNING.md steps 15, 18, 50): the shallow form +1-4% in the first
@@ -77,7 +78,8 @@ class OverlapEpilogue(Pass):
         if tloop.op is not Op.FOR or tloop.get("overlap_epilogue") is not None:
             return [tloop]
         kloops = [c for c in tloop.body if c.op is Op.FOR]
-        if len(kloops) != 1 or not any(c.op is Op.STAGE_OUT for c in tloop.body):
+        # the epilogue: staging for TMA stores, or direct stores (the shallow form only, weave_plan)
+        if len(kloops) != 1 or not any(c.op in (Op.STAGE_OUT, Op.STORE_DIRECT) for c in tloop.body):
             return [tloop]
         kloop = kloops[0]
         decision = kloop.get("interleave")

@@ -103,7 +103,7 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     (dict(split_k=5), "split_k=5 must divide the 8 K blocks"),
     (dict(cluster=3), "cluster must be 1, 2 or 4"),
     (dict(cluster=2, multicast="C"), "multicast must be 'A' or 'B'"),
-    (dict(cluster=2, split_k=2), "cluster=2 needs split_k=1 and the tma epilogue"),
+    (dict(cluster=2, split_k=2), "cluster=2 needs split_k=1"),
     (dict(cluster=2, n=1152, block_n=128), "N=1152 has 9 tiles of 128 \\(not a multiple of 2\\)"),
     (dict(cluster=4, multicast="B", block_n=48), "splits its 48-row panel in 4 parts"),
     (dict(cluster=2, num_sms=131), "needs num_sms divisible by it"),

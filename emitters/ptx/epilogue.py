@@ -218,15 +218,67 @@ def _for_each_pair(self: Emitter, n: Node, ncols: int, fn) -> None:
 
 
 def _store_direct(self: Emitter, n: Node) -> None:
-    D, acc = n.args[:2]
-    A = self.tile(acc)
-    base = _global_ptr(self, D)
-    N = self.k.get("n")
+    """bf16 D straight from the accumulator registers, without shared memory (epilogue="direct").
 
-    def store(j, half, r, col, ok):
-        v = 4 * j + 2 * half
-        _store_bf16_pair(self, base, N, r, col, A[v], A[v + 1], ok)
-    _for_each_pair(self, n, 2 * len(A), store)
+    A lane holds columns 2t, 2t + 1 (t = lane % 4) of each 8-column group j, for rows r and r + 8.
+    Lanes t and t ^ 1 swap one bf16 pair per two groups (shfl.bfly 1): an even lane then holds
+    columns 2t .. 2t + 3 of group j, an odd lane 2t - 2 .. 2t + 1 of group j + 1, so each lane
+    stores 8 bytes and a quad writes a row's 32-byte sector whole (one pair per lane would leave
+    every sector half-written by each store).  Column offsets are immediates from one address
+    per row; N % 8 == 0 keeps each 4-column piece wholly inside or outside D."""
+    D, acc = n.args[:2]
+    b = self.b
+    A = self.tile(acc)
+    N = self.k.get("n")
+    base = _global_ptr(self, D)
+    r0, r1, c, M = _fragment_rows_cols(self, n)
+    odd = b.reg("pred")
+    t1 = b.reg()
+    b(f"and.b32 {t1}, {self.lane}, 1;")
+    b(f"setp.ne.u32 {odd}, {t1}, 0;")
+    col = b.reg()                                    # this lane's first column: c (= n0 + 2t), +6 if odd
+    b(f"mad.lo.u32 {col}, {t1}, 6, {c};")
+    groups = len(A) // 4
+    edge = self.k.get("block_n") * -(-N // self.k.get("block_n")) > N   # some tile reaches past N
+    row_addr, row_ok = [], []
+    for r in (r0, r1):
+        idx, off, addr, ok = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("pred")
+        b(f"mad.lo.u32 {idx}, {r}, {N}, {col};")
+        b(f"mul.wide.u32 {off}, {idx}, 2;")
+        b(f"add.s64 {addr}, {base}, {off};")
+        b(f"setp.lt.u32 {ok}, {r}, {M};")
+        row_addr.append(addr)
+        row_ok.append(ok)
+    for j in range(0, groups - 1, 2):
+        col_ok = None
+        if edge:
+            cj, col_ok = b.reg(), b.reg("pred")
+            b(f"add.u32 {cj}, {col}, {8 * j};")
+            b(f"setp.lt.u32 {col_ok}, {cj}, {N};")
+        for half in (0, 1):
+            mine, other = b.reg(), b.reg()           # bf16 pairs of groups j and j + 1, this row
+            v, w = 4 * j + 2 * half, 4 * (j + 1) + 2 * half
+            b(f"cvt.rn.bf16x2.f32 {mine}, {A[v + 1]}, {A[v]};")
+            b(f"cvt.rn.bf16x2.f32 {other}, {A[w + 1]}, {A[w]};")
+            send, got, lo, hi = b.reg(), b.reg(), b.reg(), b.reg()
+            b(f"selp.b32 {send}, {mine}, {other}, {odd};      // even lanes keep group j, odd lanes j + 1")
+            b(f"shfl.sync.bfly.b32 {got}, {send}, 1, 31, -1;")
+            b(f"selp.b32 {lo}, {got}, {mine}, {odd};")
+            b(f"selp.b32 {hi}, {other}, {got}, {odd};")
+            ok = row_ok[half]
+            if col_ok is not None:
+                ok = b.reg("pred")
+                b(f"and.pred {ok}, {row_ok[half]}, {col_ok};")
+            b(f"@{ok} st.global.v2.b32 [{row_addr[half]}+{16 * j}], {{{lo}, {hi}}};")
+    if groups % 2:     # a last group without a partner (BLOCK_N an odd multiple of 8): a pair per lane
+        j = groups - 1
+        cj, col_ok = b.reg(), b.reg("pred")
+        b(f"add.u32 {cj}, {c}, {8 * j};")
+        b(f"setp.lt.u32 {col_ok}, {cj}, {N};")
+        for half, r in enumerate((r0, r1)):
+            ok = b.reg("pred")
+            b(f"and.pred {ok}, {row_ok[half]}, {col_ok};")
+            _store_bf16_pair(self, base, N, r, cj, A[4 * j + 2 * half], A[4 * j + 2 * half + 1], ok)
 
 
 def _store_bf16_pair(self: Emitter, base: str, N: int, r, col, lo: str, hi: str, ok: str) -> None:
