@@ -33,6 +33,7 @@ from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
+from dgir.passes.stage_first_wave_early import StageFirstWaveEarly  # noqa: E402
 from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex  # noqa: E402
 
 VARIANTS = {
@@ -57,6 +58,7 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
+    "early0": lambda: pipeline_with(after={"overlap_epilogue": StageFirstWaveEarly()}),  # wave 0 staged in the last K block
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
     "trace": lambda: None,             # = default+trace: per-CTA milestone timestamps (timeline()); any

@@ -1,0 +1,86 @@
+"""stage_first_wave_early: a two-wave tile stages its first wave while the last wgmma still runs."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dgir.ir import Node, Op
+
+from . import Pass
+from .overlap_epilogue import OverlapEpilogue
+
+
+class StageFirstWaveEarly(Pass):
+    """Move wave 0's staging into the tile's last K block, between the issue of wave 1's wgmma and
+    its retire.
+
+    A math warpgroup of a BLOCK_M 256 tile holds two 64-row waves.  In the last K block wave 0's
+    accumulator is final once its promotion ran, before wave 1's wgmma is issued; the epilogue
+    still waits for that wgmma, wave 1's promotion and the next tile's first wgmma before it
+    converts and writes either wave.  So the tensor cores run one wgmma (the next tile's wave 0,
+    overlap_epilogue's shallow form) during the whole staging.  Here the last K block is peeled off
+    the k-loop and the staging of wave 0 (the wait for the previous TMA store to have read the
+    staging tile, the warpgroup's barrier, the conversion and stmatrix) runs while wave 1's wgmma
+    computes; wave 1's staging stays where it was, beside the next tile's first wgmma.
+
+    Applies to tile loops that overlap_epilogue rewrote in its shallow form, with two waves, the
+    TMA epilogue staged in its own tile and a k-loop of at least one more K block after block 0;
+    the decision is recorded on the tile loop as `early_staging`.  Opt-in (bench/experiments.py
+    variant `early0`, bench/TUNING.md step 90); runs right after overlap_epilogue.
+    """
+    name = "stage_first_wave_early"
+
+    def run(self, kernel: Node) -> Node:
+        if kernel.get("staging") not in (None, "tile") or kernel.get("math_order") not in (None, "together"):
+            return kernel
+        body = []
+        for r in kernel.body:
+            if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
+                r = r.with_body([self.rewrite(c) for c in r.body])
+            body.append(r)
+        return kernel.with_body(body)
+
+    def rewrite(self, tloop: Node) -> Node:
+        if tloop.op is not Op.FOR or not tloop.get("overlap_epilogue"):
+            return tloop
+        if tloop.get("overlap_epilogue") != "next tile's first wgmma":
+            return tloop.with_attrs(early_staging="skipped: overlap_epilogue did not take its shallow form")
+        kloops = [c for c in tloop.body if c.op is Op.FOR and c.get("peeled")]
+        stages = [c for c in tloop.body if c.op is Op.STAGE_OUT]
+        if len(kloops) != 1 or sorted(c.get("wave") or 0 for c in stages) != [0, 1]:
+            return tloop.with_attrs(early_staging="skipped: not a two-wave tile with a staged epilogue")
+        kloop = kloops[0]
+        start, stop, step = kloop.args
+        if not all(isinstance(x, int) for x in (start, stop, step)) or step != 1 or stop - start < 1:
+            return tloop.with_attrs(early_staging="skipped: no K block after block 0")
+        mmas = [c for c in kloop.body if c.op is Op.WGMMA]
+        if len(mmas) != 2 or (mmas[1].get("wave") or 0) != 1:
+            return tloop.with_attrs(early_staging="skipped: the K block is not one wgmma per wave")
+        i_mma1 = list(kloop.body).index(mmas[1])
+        retire = next((c for c in kloop.body[i_mma1 + 1:] if c.op is Op.WGMMA_WAIT), None)
+        stage0 = next(c for c in stages if (c.get("wave") or 0) == 0)
+        promoted = [c for c in kloop.body[:i_mma1] if c.op is Op.PROMOTE and c.args[0] == stage0.args[1]]
+        if retire is None or not promoted:
+            return tloop.with_attrs(early_staging="skipped: wave 0 is not final before wave 1's wgmma")
+        # the epilogue's head: the staging tile is free (store wait), the warpgroup agrees (sync)
+        items = list(tloop.body)
+        i_stage0 = items.index(stage0)
+        head = items[:i_stage0]
+        store_wait = next((c for c in reversed(head) if c.op is Op.TMA_STORE_WAIT and c.get("read")), None)
+        sync = next((c for c in reversed(head) if c.op is Op.SYNC and not c.get("fence_async")), None)
+        if store_wait is None or sync is None:
+            return tloop.with_attrs(early_staging="skipped: the epilogue does not begin with a store wait and a sync")
+        last = OverlapEpilogue.rename_block(list(kloop.body), {kloop.name: stop - 1}, "_kl")
+        i_retire = next(i for i, c in enumerate(last) if c.op is Op.WGMMA_WAIT and i > i_mma1)
+        last = last[:i_retire] + [store_wait, sync, stage0] + last[i_retire:]
+        moved = {id(store_wait), id(sync), id(stage0)}
+        shortened = replace(kloop, args=(start, stop - 1, step))
+        out = []
+        for c in items:
+            if c is kloop:
+                out += ([shortened] if stop - 1 > start else []) + last
+            elif id(c) not in moved:
+                out.append(c)
+        return tloop.with_body(out).with_attrs(early_staging="wave 0 staged during wave 1's last wgmma")
+
+
+PASS = StageFirstWaveEarly()

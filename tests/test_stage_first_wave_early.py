@@ -1,0 +1,62 @@
+"""stage_first_wave_early (opt-in): wave 0 of a two-wave tile is staged inside the tile's last K
+block, while wave 1's wgmma runs.  On the interpreter the result stays bitwise equal to the lowered
+IR (several tiles per CTA, so the staging tile is reused; K of two and five blocks; a cluster), and
+the tiles it cannot serve are left alone with the reason recorded."""
+import pytest
+import torch
+
+from dgir.interp import run_kernel
+from dgir.ir import Op
+from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+from dgir.passes.stage_first_wave_early import StageFirstWaveEarly
+from dgir.pipeline import pipeline, run_pipeline
+
+from test_pipeline_interp import _inputs
+
+
+def _early_pipeline():
+    passes = pipeline("sm90a")
+    at = [p.name for p in passes].index("overlap_epilogue") + 1
+    return passes[:at] + [StageFirstWaveEarly()] + passes[at:]
+
+
+def _tile_loop(kernel):
+    return next(n for n in kernel.walk() if n.op is Op.FOR and n.get("overlap_epilogue"))
+
+
+CASES = [  # (config, m): 256-row tiles, K blocks 5 and 2, a cluster sharing A, an M tail
+    (dict(n=256, k=640, block_m=256, block_n=64, stages=3, num_sms=2), 600),
+    (dict(n=128, k=256, block_m=256, block_n=64, stages=2, num_sms=1), 300),
+    (dict(n=256, k=384, block_m=256, block_n=64, stages=3, num_sms=2, cluster=2, multicast="A"), 512),
+]
+
+
+@pytest.mark.parametrize("fields,m", CASES)
+def test_early_staging_preserves_the_result_bitwise(fields, m):
+    cfg = Fp8GemmConfig(**fields)
+    ins = _inputs(cfg, m, cfg.n, cfg.k)
+    kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
+    tloop = _tile_loop(kern)
+    assert tloop.get("early_staging") == "wave 0 staged during wave 1's last wgmma"
+    # wave 0's staging now sits between the last K block's wave-1 wgmma and its retire
+    ops = list(tloop.body)
+    stage0 = next(i for i, c in enumerate(ops) if c.op is Op.STAGE_OUT and not c.get("wave"))
+    mma1 = max(i for i, c in enumerate(ops[:stage0]) if c.op is Op.WGMMA and c.get("wave") == 1)
+    assert any(c.op is Op.WGMMA_WAIT for c in ops[stage0:]) and mma1 < stage0
+    ref = run_kernel(lower(cfg), {k: v.clone() for k, v in ins.items()}, seed=0)["D"]
+    for seed in (1, 2):
+        out = run_kernel(kern, {k: v.clone() for k, v in ins.items()}, seed=seed)["D"]
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), seed
+
+
+@pytest.mark.parametrize("fields,why", [
+    (dict(n=256, k=512, block_m=128, block_n=128, stages=3), "not a two-wave tile"),
+    (dict(n=256, k=640, block_m=128, block_n=128, stages=3), "did not take its shallow form"),   # interleaved
+    (dict(n=256, k=128, block_m=256, block_n=64, stages=3), "no K block after block 0"),
+])
+def test_tiles_it_cannot_serve_are_left_alone(fields, why):
+    cfg = Fp8GemmConfig(**fields)
+    plain = run_pipeline(lower(cfg), pipeline("sm90a"))
+    kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
+    assert why in _tile_loop(kern).get("early_staging")
+    assert [c.op for c in _tile_loop(kern).body] == [c.op for c in _tile_loop(plain).body]
