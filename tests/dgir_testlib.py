@@ -142,6 +142,17 @@ def interpret_as_launched(kern: Node, m: int, inputs: dict, seed: int = 0, stats
     return run_kernel(kern, ins, grid=grid, seed=seed, stats=stats)
 
 
+def assert_bitwise_like_lowered(cfg, kern: Node, inputs: dict, seeds=(1, 2)) -> None:
+    """A transformed kernel's D equals, bit for bit, the lowered IR's on the interpreter, under
+    several interleavings (seeds) of its warpgroups."""
+    import torch
+    from dgir.interp import run_kernel
+    ref = run_kernel(lower(cfg), {k: v.clone() for k, v in inputs.items()}, seed=0)["D"]
+    for seed in seeds:
+        out = run_kernel(kern, {k: v.clone() for k, v in inputs.items()}, seed=seed)["D"]
+        assert torch.equal(out.view(torch.int16), ref.view(torch.int16)), seed
+
+
 # --- the whole config space, sampled ------------------------------------------------------------
 def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
