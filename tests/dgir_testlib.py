@@ -16,7 +16,7 @@ from dgir.pipeline import pipeline, run_pipeline
 
 # the sm90a pipeline in order: the tests that pin it (names, dump files, events) share this one list
 SM90A_PASSES = ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
-                "interleave_ffma", "overlap_epilogue", "stage_in_ring_slot", "order_wgmma_issue", "multicast_tma", "hint_l2_eviction",
+                "interleave_ffma", "overlap_epilogue", "stage_first_wave_early", "stage_in_ring_slot", "order_wgmma_issue", "multicast_tma", "hint_l2_eviction",
                 "uniform_warpgroup_index", "hoist_wait_arithmetic", "programmatic_dependent_launch",
                 "allocate_smem"]
 

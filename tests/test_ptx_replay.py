@@ -14,6 +14,8 @@ GOLDEN = Path(__file__).parent / "golden"
 KERNELS = {
     "bm128_bn128_interleaved": Fp8GemmConfig(n=7168, k=2048, block_m=128, block_n=128, stages=5),
     "bm256_bn128_waves": Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3),
+    # K = 512: wave 0 staged inside the last K block (stage_first_wave_early)
+    "bm256_bn128_short_k_c2A": Fp8GemmConfig(n=32768, k=512, block_m=256, block_n=128, stages=3, cluster=2),
     "bm64_bn64_splitk4": Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
     "bm128_bn144_straddle": Fp8GemmConfig(n=576, k=7168, block_m=128, block_n=144, stages=5),
     "bm192_bn128_three_warpgroups": Fp8GemmConfig(n=7168, k=16384, block_m=192, block_n=128, stages=4, cluster=2),

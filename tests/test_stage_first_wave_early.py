@@ -1,4 +1,4 @@
-"""stage_first_wave_early (opt-in): wave 0 of a two-wave tile is staged inside the tile's last K
+"""stage_first_wave_early (default at K <= 1024): wave 0 of a two-wave tile is staged inside the tile's last K
 block, while wave 1's wgmma runs.  On the interpreter the result stays bitwise equal to the lowered
 IR (several tiles per CTA, so the staging tile is reused; K of two and five blocks; a cluster), and
 the tiles it cannot serve are left alone with the reason recorded."""
@@ -14,9 +14,14 @@ from test_pipeline_interp import _inputs
 
 
 def _early_pipeline():
-    passes = pipeline("sm90a")
-    at = [p.name for p in passes].index("overlap_epilogue") + 1
-    return passes[:at] + [StageFirstWaveEarly()] + passes[at:]
+    """The default pipeline (the pass runs right after overlap_epilogue)."""
+    names = [p.name for p in pipeline("sm90a")]
+    assert names[names.index("overlap_epilogue") + 1] == "stage_first_wave_early"
+    return pipeline("sm90a")
+
+
+def _without_it():
+    return [p for p in pipeline("sm90a") if p.name != "stage_first_wave_early"]
 
 
 def _tile_loop(kernel):
@@ -49,10 +54,17 @@ def test_early_staging_preserves_the_result_bitwise(fields, m):
     (dict(n=256, k=512, block_m=128, block_n=128, stages=3), "not a two-wave tile"),
     (dict(n=256, k=640, block_m=128, block_n=128, stages=3), "did not take its shallow form"),   # interleaved
     (dict(n=256, k=128, block_m=256, block_n=64, stages=3), "no K block after block 0"),
+    (dict(n=256, k=1152, block_m=256, block_n=64, stages=3), "9 K blocks a tile > 8"),
 ])
 def test_tiles_it_cannot_serve_are_left_alone(fields, why):
     cfg = Fp8GemmConfig(**fields)
-    plain = run_pipeline(lower(cfg), pipeline("sm90a"))
+    plain = run_pipeline(lower(cfg), _without_it())
     kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
     assert why in _tile_loop(kern).get("early_staging")
     assert [c.op for c in _tile_loop(kern).body] == [c.op for c in _tile_loop(plain).body]
+
+
+def test_running_it_twice_changes_nothing():
+    cfg = Fp8GemmConfig(n=256, k=640, block_m=256, block_n=64, stages=3, num_sms=2)
+    once = run_pipeline(lower(cfg), _early_pipeline())
+    assert StageFirstWaveEarly().run(once) == once

@@ -3,8 +3,8 @@ below writes one numbered dump.  The verifier runs after every pass when DGIR_VE
 the tests)."""
 from .. import (allocate_smem, assign_registers, hint_l2_eviction, interleave_ffma, multicast_tma,
                hoist_wait_arithmetic, order_wgmma_issue, overlap_epilogue, prefetch_tma_descriptors,
-               programmatic_dependent_launch, promote_scales, schedule_mma, stage_b_scales, stage_in_ring_slot,
-               uniform_warpgroup_index)
+               programmatic_dependent_launch, promote_scales, schedule_mma, stage_b_scales, stage_first_wave_early,
+               stage_in_ring_slot, uniform_warpgroup_index)
 
 PIPELINE = [
     # math: mma_scaled -> wgmma into a fresh partial + FP32 promotion per 128-wide K block
@@ -23,6 +23,9 @@ PIPELINE = [
     # persistent loop: the next tile's first wgmma is issued before this tile's epilogue, so the
     # tensor cores work while the accumulators are converted and stored (one-partial k-loops)
     overlap_epilogue.PASS,
+    # epilogue of two-wave tiles (BLOCK_M 256) with short K: wave 0 is converted and staged while
+    # wave 1's last wgmma runs, so half the staging has tensor work beside it
+    stage_first_wave_early.PASS,
     # epilogue (kernels that ask for it): D's staging tile lives in the ring slot of the tile's last
     # K block, released after the TMA store read it; its own shared memory becomes a ring stage
     stage_in_ring_slot.PASS,
