@@ -61,6 +61,7 @@ VARIANTS = {
     # wave 0 of a two-wave tile staged in its last K block (specs 190-191); the default at K <= 1024 since step 91
     "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6)}),
     "noearly": lambda: pipeline_with(drop=("stage_first_wave_early",)),
+    "early0st": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early=True)}),  # + its store
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
     "trace": lambda: None,             # = default+trace: per-CTA milestone timestamps (timeline()); any

@@ -34,8 +34,10 @@ class StageFirstWaveEarly(Pass):
     name = "stage_first_wave_early"
     MAX_K_BLOCKS = 8
 
-    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS):
+    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = False):
         self.max_k_blocks = max_k_blocks
+        # also start wave 0's TMA store there (its own fence and barrier), not after wave 1's staging
+        self.store_early = store_early
 
     def run(self, kernel: Node) -> Node:
         if kernel.get("staging") not in (None, "tile") or kernel.get("math_order") not in (None, "together"):
@@ -82,8 +84,16 @@ class StageFirstWaveEarly(Pass):
             return tloop.with_attrs(early_staging="skipped: the epilogue does not begin with a store wait and a sync")
         last = OverlapEpilogue.rename_block(list(kloop.body), {kloop.name: stop - 1}, "_kl")
         i_retire = next(i for i, c in enumerate(last) if c.op is Op.WGMMA_WAIT and i > i_mma1)
-        last = last[:i_retire] + [store_wait, sync, stage0] + last[i_retire:]
+        early = [store_wait, sync, stage0]
         moved = {id(store_wait), id(sync), id(stage0)}
+        if self.store_early:
+            fence = next((c for c in items[i_stage0:] if c.op is Op.SYNC and c.get("fence_async")), None)
+            store0 = next((c for c in items[i_stage0:] if c.op is Op.TMA_STORE and not c.get("wave")), None)
+            if fence is None or store0 is None:
+                return tloop.with_attrs(early_staging="skipped: no fenced sync and wave-0 TMA store to move")
+            early += [replace(fence), store0]       # the fenced sync stays for wave 1 as well
+            moved.add(id(store0))
+        last = last[:i_retire] + early + last[i_retire:]
         shortened = replace(kloop, args=(start, stop - 1, step))
         out = []
         for c in items:
@@ -91,7 +101,8 @@ class StageFirstWaveEarly(Pass):
                 out += ([shortened] if stop - 1 > start else []) + last
             elif id(c) not in moved:
                 out.append(c)
-        return tloop.with_body(out).with_attrs(early_staging="wave 0 staged during wave 1's last wgmma")
+        how = "wave 0 staged" + (" and stored" if self.store_early else "") + " during wave 1's last wgmma"
+        return tloop.with_body(out).with_attrs(early_staging=how)
 
 
 PASS = StageFirstWaveEarly()

@@ -35,13 +35,20 @@ CASES = [  # (config, m): 256-row tiles, K blocks 5 and 2, a cluster sharing A, 
 ]
 
 
+@pytest.mark.parametrize("store_early", [False, True], ids=["staged", "staged+stored"])
 @pytest.mark.parametrize("fields,m", CASES)
-def test_early_staging_preserves_the_result_bitwise(fields, m):
+def test_early_staging_preserves_the_result_bitwise(fields, m, store_early):
     cfg = Fp8GemmConfig(**fields)
     ins = _inputs(cfg, m, cfg.n, cfg.k)
-    kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
+    passes = [StageFirstWaveEarly(store_early=store_early) if p.name == "stage_first_wave_early" else p
+              for p in _early_pipeline()]
+    kern = run_pipeline(lower(cfg), passes, verify_each=True)
     tloop = _tile_loop(kern)
-    assert tloop.get("early_staging") == "wave 0 staged during wave 1's last wgmma"
+    assert tloop.get("early_staging") == ("wave 0 staged and stored during wave 1's last wgmma" if store_early
+                                          else "wave 0 staged during wave 1's last wgmma")
+    stores = [i for i, c in enumerate(tloop.body) if c.op is Op.TMA_STORE]
+    stage1 = next(i for i, c in enumerate(tloop.body) if c.op is Op.STAGE_OUT and c.get("wave") == 1)
+    assert (stores[0] < stage1) == store_early       # wave 0's store leaves before wave 1 is staged
     # wave 0's staging now sits between the last K block's wave-1 wgmma and its retire
     ops = list(tloop.body)
     stage0 = next(i for i, c in enumerate(ops) if c.op is Op.STAGE_OUT and not c.get("wave"))

@@ -167,7 +167,7 @@ class ChannelOps:
         if t.holds.get(key):
             raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while {t.holds[key]} "
                             f"in-flight wgmma(s) still read it (wgmma_wait first)")
-        reading = sorted(tile for tile in t.store_reads if t.cta.staged.get(tile) == key)
+        reading = sorted({tile for tile, _ in t.store_reads if t.cta.staged.get(tile) == key})
         if reading:
             raise RaceError(f"release of channel '{ch.name}' stage {slot} round {rnd} while a tma_store of this "
                             f"warpgroup may still read the staging tile {reading} in it (tma_store_wait [read=true] first)")
@@ -229,7 +229,7 @@ class ChannelOps:
         tile, acc = n.args[:2]
         if tile not in self.smem or self.smem[tile].get("stages", 1) != 1:
             raise InterpError(f"stage_out needs a single-buffer shared-memory tile, got %{tile}")
-        if tile in t.store_reads:
+        if (tile, n.get("wave") or 0) in t.store_reads:     # the same rows (a wave's slice) of the tile
             raise RaceError(f"stage_out overwrites %{tile} while a tma_store of this warpgroup may still read it "
                             f"(tma_store_wait [read=true] first)")
         if self.smem[tile].get("ring"):

@@ -218,7 +218,7 @@ class EpilogueOps:
             if src.dtype != dst.dtype:
                 raise InterpError(f"tma_store: tile is {src.dtype}, %{param} is {dst.dtype}")
             dst[tuple(dst_sl)] = src[tuple(src_sl)]
-        t.store_reads.add(tile)
+        t.store_reads.add((tile, n.get("wave") or 0))
 
     def _tma_store_wait(self, t: _Task, n: Node):
         t.store_reads.clear()

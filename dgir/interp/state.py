@@ -167,7 +167,7 @@ class _Task:
     groups: deque = field(default_factory=deque)   # in-flight wgmma groups, oldest first
     inflight: dict = field(default_factory=dict)   # regs name -> in-flight groups writing it
     holds: dict = field(default_factory=dict)      # (channel, slot, round) -> in-flight groups reading it
-    store_reads: set = field(default_factory=set)  # smem tiles read by tma_stores not yet waited
+    store_reads: set = field(default_factory=set)  # (smem tile, wave) read by tma_stores not yet waited
     unfenced: set = field(default_factory=set)     # smem tiles written by stage_out, not fenced
     syncs: int = 0
     done: bool = False
