@@ -59,9 +59,12 @@ VARIANTS = {
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
     # wave 0 of a two-wave tile staged in its last K block (specs 190-191); the default at K <= 1024 since step 91
-    "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6)}),
+    # (specs 190-193): early0 = staging only, at any K; early0st = staging and store, K <= 1024 (the default
+    # since step 92); earlyall = staging and store at any K; noearly = without the pass
+    "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6, store_early=False)}),
+    "early0st": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early=True)}),
+    "earlyall": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6)}),
     "noearly": lambda: pipeline_with(drop=("stage_first_wave_early",)),
-    "early0st": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early=True)}),  # + its store
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
     "trace": lambda: None,             # = default+trace: per-CTA milestone timestamps (timeline()); any

@@ -34,7 +34,7 @@ class StageFirstWaveEarly(Pass):
     name = "stage_first_wave_early"
     MAX_K_BLOCKS = 8
 
-    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = False):
+    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = True):
         self.max_k_blocks = max_k_blocks
         # also start wave 0's TMA store there (its own fence and barrier), not after wave 1's staging
         self.store_early = store_early
