@@ -10,29 +10,32 @@ from .overlap_epilogue import OverlapEpilogue
 
 
 class StageFirstWaveEarly(Pass):
-    """Move wave 0's staging into the tile's last K block, between the issue of wave 1's wgmma and
+    """Move wave 0's epilogue into the tile's last K block, between the issue of wave 1's wgmma and
     its retire.
 
     A math warpgroup of a BLOCK_M 256 tile holds two 64-row waves.  In the last K block wave 0's
     accumulator is final once its promotion ran, before wave 1's wgmma is issued; the epilogue
     still waits for that wgmma, wave 1's promotion and the next tile's first wgmma before it
-    converts and writes either wave.  So the tensor cores run one wgmma (the next tile's wave 0,
-    overlap_epilogue's shallow form) during the whole staging.  Here the last K block is peeled off
-    the k-loop and the staging of wave 0 (the wait for the previous TMA store to have read the
-    staging tile, the warpgroup's barrier, the conversion and stmatrix) runs while wave 1's wgmma
-    computes; wave 1's staging stays where it was, beside the next tile's first wgmma.
+    converts and writes either wave, and both waves' TMA stores leave together at its end.  So the
+    tensor cores run one wgmma (the next tile's wave 0, overlap_epilogue's shallow form) during the
+    whole staging.  Here the last K block is peeled off the k-loop, and wave 0's staging (the wait
+    for the previous TMA store to have read the staging tile, the warpgroup's barrier, conversion
+    and stmatrix) and, with `store_early`, its fenced barrier and TMA store run while wave 1's
+    wgmma computes; wave 1's staging and store stay where they were, beside the next tile's first
+    wgmma.
 
     Applies to tile loops that overlap_epilogue rewrote in its shallow form, with two waves, the
     TMA epilogue staged in its own tile and 2 to `max_k_blocks` K blocks a tile; the decision is
     recorded on the tile loop as `early_staging`.  Runs right after overlap_epilogue.
 
-    Measured on the H200 (bench/TUNING.md steps 90-91, 256x128 tiles, five passes interleaved):
-    1.5-6% faster at K = 512 (4096x32768x512 0.985x, 8191x32768x512 0.941x, 2048x32768x512 0.971x),
-    1.1% at K = 1024; at K = 1536 the passes disagree (0.987-1.041x) and K = 2048 ties: the longer
-    the tile, the smaller the staging's share.  Hence MAX_K_BLOCKS = 8.
+    Measured on the H200 (bench/TUNING.md steps 90-93, 256x128 tiles in clusters of two, 4-5
+    interleaved passes each): the staging alone 1.5-6% faster at K = 512 and 1.1% at K = 1024; the
+    store moved too, another 0.5-7% at K = 512 and 3.4% at K = 1024 (4096x32768x512 135.6 us against
+    142.6 without the pass), 2.1% at K = 1536, 0.5% at K = 2048; a tie at K = 7168 and noise at
+    16384, where the epilogue is a small share of a tile.  Hence MAX_K_BLOCKS = 16.
     """
     name = "stage_first_wave_early"
-    MAX_K_BLOCKS = 8
+    MAX_K_BLOCKS = 16
 
     def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = True):
         self.max_k_blocks = max_k_blocks

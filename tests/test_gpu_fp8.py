@@ -496,7 +496,7 @@ EARLY = [(4096, 7168, 2048, 256, 128, 3, "2A"), (1000, 2112, 1536, 256, 64, 4, "
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,cl", EARLY, ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_c{c[6]}" for c in EARLY])
 def test_early_first_wave_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl):
-    """stage_first_wave_early (the default at K <= 1024; here at any K) moves wave 0's staging into the
+    """stage_first_wave_early (the default at K <= 2048; here at any K) moves wave 0's staging into the
     last K block: same products, same conversion, so the bits of D agree with the kernel without it,
     and D matches the reference."""
     from dgir import deep_gemm

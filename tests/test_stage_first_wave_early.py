@@ -1,4 +1,4 @@
-"""stage_first_wave_early (default at K <= 1024): wave 0 of a two-wave tile is staged inside the tile's last K
+"""stage_first_wave_early (default at K <= 2048): wave 0 of a two-wave tile is staged inside the tile's last K
 block, while wave 1's wgmma runs.  On the interpreter the result stays bitwise equal to the lowered
 IR (several tiles per CTA, so the staging tile is reused; K of two and five blocks; a cluster), and
 the tiles it cannot serve are left alone with the reason recorded."""
@@ -61,7 +61,7 @@ def test_early_staging_preserves_the_result_bitwise(fields, m, store_early):
     (dict(n=256, k=512, block_m=128, block_n=128, stages=3), "not a two-wave tile"),
     (dict(n=256, k=640, block_m=128, block_n=128, stages=3), "did not take its shallow form"),   # interleaved
     (dict(n=256, k=128, block_m=256, block_n=64, stages=3), "no K block after block 0"),
-    (dict(n=256, k=1152, block_m=256, block_n=64, stages=3), "9 K blocks a tile > 8"),
+    (dict(n=256, k=2176, block_m=256, block_n=64, stages=3), "17 K blocks a tile > 16"),
 ])
 def test_tiles_it_cannot_serve_are_left_alone(fields, why):
     cfg = Fp8GemmConfig(**fields)

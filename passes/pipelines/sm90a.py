@@ -23,8 +23,8 @@ PIPELINE = [
     # persistent loop: the next tile's first wgmma is issued before this tile's epilogue, so the
     # tensor cores work while the accumulators are converted and stored (one-partial k-loops)
     overlap_epilogue.PASS,
-    # epilogue of two-wave tiles (BLOCK_M 256) with short K: wave 0 is converted and staged while
-    # wave 1's last wgmma runs, so half the staging has tensor work beside it
+    # epilogue of two-wave tiles (BLOCK_M 256) with K <= 2048: wave 0 is converted, staged and its
+    # TMA store issued while wave 1's last wgmma runs, so half the epilogue has tensor work beside it
     stage_first_wave_early.PASS,
     # epilogue (kernels that ask for it): D's staging tile lives in the ring slot of the tile's last
     # K block, released after the TMA store read it; its own shared memory becomes a ring stage
