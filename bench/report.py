@@ -15,6 +15,9 @@ import math
 from pathlib import Path
 
 PEAK_TFLOPS = 1979.0
+# issue 4's cold-compile target is on the 2-core CPU machine (no GPU), measured there, not by the GPU run:
+# lowering -> cubin of fp8_gemm_nt 4096x7168x16384, empty cache, import excluded (fp8_gemm_nt.py's code)
+CPU_COLD_COMPILE_S = (0.29, 0.39, "six runs at rev e669da0")
 ROOT = Path(__file__).resolve().parent
 
 
@@ -75,6 +78,9 @@ def targets(doc, floor: dict | None = None) -> str:
     ceiling = next((r["tflops"] for r in doc["rows"] if r["variant"] == "ceiling_no_promotion"
                     and (r["m"], r["n"], r["k"]) == (4096, 7168, 16384)), None)
     warm = doc["warm_call"]["mn_major_sfa"]["per_call_us"]
+    ref = doc["warm_call"].get("torch_reference")
+    torch_call = f"; torch's own `_scaled_mm` call {ref['scaled_mm_us']:.1f} us on the same host" if ref else ""
+    lo, hi, runs = CPU_COLD_COMPILE_S
     yes = lambda ok: "met" if ok else "**not met**"  # noqa: E731
     floor_note = ""
     if floor:
@@ -97,9 +103,9 @@ def targets(doc, floor: dict | None = None) -> str:
         + ", ".join(f"{name(r)} {r['tflops'] / r['deepgemm_tflops_ref']:.2f}x" for r in n576)
         + f" | {yes(all(r['tflops'] >= 2 * r['deepgemm_tflops_ref'] for r in n576))} |",
         f"| stretch: 4096x7168x16384 >= 1400 TFLOPS | {big['tflops']:.0f}{ceiling_note} | {yes(big['tflops'] >= 1400)} |",
-        f"| cold compile <= 1 s | {doc['cold_compile_s_gpu_host']:.2f} s on the GPU host; 0.29-0.40 s on the 2-core "
-        f"CPU machine | {yes(doc['cold_compile_s_gpu_host'] <= 1.0)} |",
-        f"| CPU cost of a warm call <= 10 us | {warm:.1f} us (median of 2000 calls) | {yes(warm <= 10.0)} |",
+        f"| cold compile <= 1 s on the 2-core CPU machine | {lo:.2f}-{hi:.2f} s there ({runs}); "
+        f"{doc['cold_compile_s_gpu_host']:.2f} s on this run's GPU host | {yes(hi <= 1.0)} |",
+        f"| CPU cost of a warm call <= 10 us | {warm:.1f} us (median of 2000 calls){torch_call} | {yes(warm <= 10.0)} |",
         "| deterministic by default | bitwise-equal outputs run to run, split-K included (GPU test "
         "`test_deterministic_bitwise`) | met |",
     ]
@@ -211,7 +217,7 @@ K=7168; median of 2000 single calls made with the GPU queue drained): {warm['mn_
 MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel; back-to-back
 calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).{torch_reference(warm)}  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
-machine: 0.29-0.40 s (three runs at rev 0fb0507; 0.29-0.30 s at 95e8a55), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
+machine: {CPU_COLD_COMPILE_S[0]:.2f}-{CPU_COLD_COMPILE_S[1]:.2f} s ({CPU_COLD_COMPILE_S[2]}; 0.29-0.40 s at 0fb0507), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
 against measurements: `bench/TUNING.md`.
 """
 
