@@ -55,6 +55,8 @@ def spec_of(m: int, cfg: Fp8GemmConfig) -> str:
         kw.append(f"mo={MATH_ORDERS[cfg.math_order][1:]}")
     if cfg.m_tail != "fill":
         kw.append({"shift": "mt=sh", "auto": "mt=au"}[cfg.m_tail])
+    if cfg.early_epilogue != "on":
+        kw.append(f"ee={cfg.early_epilogue}")
     return f"{m},{cfg.n},{cfg.k}:{','.join(kw)}"
 
 

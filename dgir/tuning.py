@@ -221,14 +221,17 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     (N', K')'s config where its pick is of a kind it misjudges.  tuned=False (DGIR_TUNED=0): the
     model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it).
     The config's m_tail is settled for this M (`fp8_gemm.settle_m_tail`): the kernel the call runs
-    shifts a short last m block, and carries no code for it where there is none."""
+    shifts a short last m block, and carries no code for it where there is none; so is its
+    early_epilogue (`fp8_gemm.settle_early_epilogue`)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
-        from .ops.fp8_gemm import last_m0, settle_m_tail
-        c = Choice(settle_m_tail(c.config, m), c.source, c.detail)
+        from .ops.fp8_gemm import last_m0, settle_early_epilogue, settle_m_tail
+        c = Choice(settle_early_epilogue(settle_m_tail(c.config, m), m), c.source, c.detail)
         if trace is not None:
             bm = c.config.block_m
             trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
+            if c.config.early_epilogue == "off":
+                trace.append("early_epilogue: off (256-row tiles at M <= 1024)")
     return c
 
 

@@ -45,6 +45,8 @@ class StageFirstWaveEarly(Pass):
     def run(self, kernel: Node) -> Node:
         if kernel.get("staging") not in (None, "tile") or kernel.get("math_order") not in (None, "together"):
             return kernel
+        if kernel.get("early_epilogue") == "off":    # the config's choice (the API's at small M: step 94)
+            return kernel.with_attrs(early_staging="skipped: early_epilogue='off' in the config")
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):

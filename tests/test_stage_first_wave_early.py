@@ -75,3 +75,29 @@ def test_running_it_twice_changes_nothing():
     cfg = Fp8GemmConfig(n=256, k=640, block_m=256, block_n=64, stages=3, num_sms=2)
     once = run_pipeline(lower(cfg), _early_pipeline())
     assert StageFirstWaveEarly().run(once) == once
+
+
+def test_early_epilogue_off_in_the_config_leaves_the_tile_alone():
+    cfg = Fp8GemmConfig(n=256, k=640, block_m=256, block_n=64, stages=3, early_epilogue="off")
+    kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
+    assert kern.get("early_staging") == "skipped: early_epilogue='off' in the config"
+    assert cfg.kernel_name().endswith("_late")
+    # the default ("on") leaves the config's key as it was before the field existed
+    assert "early_epilogue" not in Fp8GemmConfig(n=256, k=640).as_dict()
+
+
+@pytest.mark.parametrize("m,bm,expected", [(512, 256, "off"), (1024, 256, "off"), (1025, 256, "on"),
+                                           (4096, 256, "on"), (512, 128, "on")])
+def test_the_api_turns_early_staging_off_for_256_row_tiles_at_small_m(m, bm, expected):
+    """spec 194 (bench/TUNING.md step 94): at M = 512-1024 early staging ran 6-8% slower."""
+    from dgir.ops.fp8_gemm import settle_early_epilogue
+    cfg = Fp8GemmConfig(n=32768, k=512, block_m=bm, block_n=128, stages=3)
+    assert settle_early_epilogue(cfg, m).early_epilogue == expected
+
+
+def test_the_api_choice_carries_the_settled_early_epilogue():
+    from dgir.tuning import choose
+    c = choose("fp8_gemm_nt", 768, 32768, 512, "NVIDIA H200", 132)
+    assert c.config.block_m == 256 and c.config.early_epilogue == "off"
+    c = choose("fp8_gemm_nt", 4096, 32768, 512, "NVIDIA H200", 132)
+    assert c.config.block_m == 256 and c.config.early_epilogue == "on"

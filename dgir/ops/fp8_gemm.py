@@ -50,7 +50,11 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill"}      # Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",      # Fp8GemmConfig fields left
+               "early_epilogue": "on"}                                                               # out of key() at their default
+# early_epilogue at M <= this (256-row tiles): "off" (settle_early_epilogue; bench/TUNING.md step 94, spec 194:
+# early staging ran 1.06-1.08x slower at 512-1024 x 32768 x 512, 0.95-0.97x from M = 2048)
+EARLY_EPILOGUE_OFF_MAX_M = 1024
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,9 @@ class Fp8GemmConfig:
                                  # TUNING.md step 86: a block of a few rows loads slowly
                                  # (577x12416x5632 192x128 +23%, 388x1600x12288 128x64 +28%); zero rows
                                  # draw less power (769x7168x7168 256x128 fills 3% faster)
+    early_epilogue: str = "on"   # two-wave tiles (BLOCK_M 256) of 2-16 K blocks: "on": wave 0's epilogue
+                                 # runs under wave 1's last wgmma (pass stage_first_wave_early); "off":
+                                 # the plain epilogue.  The API settles it per call (settle_early_epilogue)
 
     @property
     def math_wgs(self) -> int:
@@ -161,8 +168,9 @@ class Fp8GemmConfig:
         rs = "_rs" if self.promotion == "rescaled" else ""
         ring = "_dring" if self.staging == "ring" else ""
         tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
+        late = "_late" if self.early_epilogue == "off" else ""
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}{late}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -238,6 +246,15 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     below = shift_rows(cfg)
     moves = bool(below) and tail_cap(m, cfg.block_m, below) != last_m0(m, cfg.block_m)
     return replace(cfg, m_tail="shift" if moves else "fill")
+
+
+def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
+    """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "off" for 256-row tiles at
+    M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging measured slower (spec 194: 512, 768 and
+    1024 x 32768 x 512 1.06-1.08x; 256 rows and M >= 1792 the same or 1.6-5.4% faster)."""
+    if cfg.block_m == 256 and m <= EARLY_EPILOGUE_OFF_MAX_M and cfg.early_epilogue == "on":
+        return replace(cfg, early_epilogue="off")
+    return cfg
 
 
 def launch_scalar(name: str, m: int, attrs: dict) -> int:
@@ -500,6 +517,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.math_order != "together" and cfg.math_wgs < 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two or more math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
+    if cfg.early_epilogue not in ("on", "off"):
+        raise OpError(f"fp8_gemm_nt: early_epilogue must be 'on' or 'off', got {cfg.early_epilogue!r}")
     if cfg.m_tail not in ("auto", "fill", "shift"):
         raise OpError(f"fp8_gemm_nt: m_tail must be 'auto', 'fill' or 'shift', got {cfg.m_tail!r}")
     if cfg.promotion not in ("fp32", "rescaled"):
@@ -819,6 +838,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs["staging"] = cfg.staging             # read by the stage_in_ring_slot pass
     if tail_shift_below(cfg):
         attrs["m_tail_below"] = tail_shift_below(cfg)   # read by launch_scalar (the host's m_tail_cap)
+    if cfg.early_epilogue != "on":
+        attrs["early_epilogue"] = cfg.early_epilogue    # read by the stage_first_wave_early pass
     return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
 
 
