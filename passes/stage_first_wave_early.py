@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dgir.ir import Node, Op
+from dgir.ops.fp8_gemm import EARLY_EPILOGUE_MAX_K_BLOCKS
 
 from . import Pass
 from .overlap_epilogue import OverlapEpilogue
@@ -32,10 +33,11 @@ class StageFirstWaveEarly(Pass):
     interleaved passes each): the staging alone 1.5-6% faster at K = 512 and 1.1% at K = 1024; the
     store moved too, another 0.5-7% at K = 512 and 3.4% at K = 1024 (4096x32768x512 135.6 us against
     142.6 without the pass), 2.1% at K = 1536, 0.5% at K = 2048; a tie at K = 7168 and noise at
-    16384, where the epilogue is a small share of a tile.  Hence MAX_K_BLOCKS = 16.
+    16384, where the epilogue is a small share of a tile.  Hence MAX_K_BLOCKS = 16
+    (fp8_gemm.EARLY_EPILOGUE_MAX_K_BLOCKS, which the API's settle_early_epilogue also reads).
     """
     name = "stage_first_wave_early"
-    MAX_K_BLOCKS = 16
+    MAX_K_BLOCKS = EARLY_EPILOGUE_MAX_K_BLOCKS
 
     def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = True):
         self.max_k_blocks = max_k_blocks

@@ -55,6 +55,8 @@ LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tai
 # early_epilogue at M <= this (256-row tiles): "off" (settle_early_epilogue; bench/TUNING.md step 94, spec 194:
 # early staging ran 1.06-1.08x slower at 512-1024 x 32768 x 512, 0.95-0.97x from M = 2048)
 EARLY_EPILOGUE_OFF_MAX_M = 1024
+# the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
+EARLY_EPILOGUE_MAX_K_BLOCKS = 16
 
 
 @dataclass(frozen=True)
@@ -249,10 +251,11 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 
 
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
-    """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "off" for 256-row tiles at
-    M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging measured slower (spec 194: 512, 768 and
+    """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "off" for 256-row tiles of
+    2-16 K blocks (where the pass acts) at M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging measured slower (spec 194: 512, 768 and
     1024 x 32768 x 512 1.06-1.08x; 256 rows and M >= 1792 the same or 1.6-5.4% faster)."""
-    if cfg.block_m == 256 and m <= EARLY_EPILOGUE_OFF_MAX_M and cfg.early_epilogue == "on":
+    acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
+    if acts and m <= EARLY_EPILOGUE_OFF_MAX_M and cfg.early_epilogue == "on":
         return replace(cfg, early_epilogue="off")
     return cfg
 
