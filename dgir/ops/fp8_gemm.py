@@ -252,8 +252,9 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "off" for 256-row tiles of
-    2-16 K blocks (where the pass acts) at M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging measured slower (spec 194: 512, 768 and
-    1024 x 32768 x 512 1.06-1.08x; 256 rows and M >= 1792 the same or 1.6-5.4% faster)."""
+    2-16 K blocks (where the pass acts) at M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging
+    measured slower (spec 194: 512, 768 and 1024 x 32768 x 512 1.06-1.08x; at 256 rows and from
+    M = 1792 up the same or 1.6-5.4% faster)."""
     acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
     if acts and m <= EARLY_EPILOGUE_OFF_MAX_M and cfg.early_epilogue == "on":
         return replace(cfg, early_epilogue="off")
