@@ -230,8 +230,8 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
         if trace is not None:
             bm = c.config.block_m
             trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
-            if c.config.early_epilogue == "off":
-                trace.append("early_epilogue: off (256-row tiles at M <= 1024)")
+            if c.config.early_epilogue != "on":
+                trace.append(f"early_epilogue: {c.config.early_epilogue} (256-row tiles at M <= 1024: no early store)")
     return c
 
 

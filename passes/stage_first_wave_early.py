@@ -35,8 +35,8 @@ class StageFirstWaveEarly(Pass):
     142.6 without the pass), 2.1% at K = 1536, 0.5% at K = 2048; a tie at K = 7168 and noise at
     16384, where the epilogue is a small share of a tile.  Hence MAX_K_BLOCKS = 16
     (fp8_gemm.EARLY_EPILOGUE_MAX_K_BLOCKS, which the API's settle_early_epilogue also reads).
-    At M = 512-1024 it ran 6-8% slower (step 94), so the API's configs there say
-    early_epilogue="off" and the pass leaves those kernels alone.
+    At M = 512-1024 the early store ran 6-9% slower and the early staging alone 2-3% faster (steps
+    94-95), so the API's configs there say early_epilogue="staging" (no early store).
     """
     name = "stage_first_wave_early"
     MAX_K_BLOCKS = EARLY_EPILOGUE_MAX_K_BLOCKS
@@ -49,16 +49,18 @@ class StageFirstWaveEarly(Pass):
     def run(self, kernel: Node) -> Node:
         if kernel.get("staging") not in (None, "tile") or kernel.get("math_order") not in (None, "together"):
             return kernel
-        if kernel.get("early_epilogue") == "off":    # the config's choice (the API's at small M: step 94)
+        if kernel.get("early_epilogue") == "off":    # the config's choice
             return kernel.with_attrs(early_staging="skipped: early_epilogue='off' in the config")
+        # "staging" (the API's at M <= 1024, where the early store measured slower: steps 94-95)
+        store_early = self.store_early and kernel.get("early_epilogue") != "staging"
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
-                r = r.with_body([self.rewrite(c) for c in r.body])
+                r = r.with_body([self.rewrite(c, store_early) for c in r.body])
             body.append(r)
         return kernel.with_body(body)
 
-    def rewrite(self, tloop: Node) -> Node:
+    def rewrite(self, tloop: Node, store_early: bool) -> Node:
         if tloop.op is not Op.FOR or not tloop.get("overlap_epilogue") or tloop.get("early_staging"):
             return tloop
         if tloop.get("overlap_epilogue") != "next tile's first wgmma":
@@ -95,7 +97,7 @@ class StageFirstWaveEarly(Pass):
         i_retire = next(i for i, c in enumerate(last) if c.op is Op.WGMMA_WAIT and i > i_mma1)
         early = [store_wait, sync, stage0]
         moved = {id(store_wait), id(sync), id(stage0)}
-        if self.store_early:
+        if store_early:
             fence = next((c for c in items[i_stage0:] if c.op is Op.SYNC and c.get("fence_async")), None)
             store0 = next((c for c in items[i_stage0:] if c.op is Op.TMA_STORE and not c.get("wave")), None)
             if fence is None or store0 is None:
@@ -110,7 +112,7 @@ class StageFirstWaveEarly(Pass):
                 out += ([shortened] if stop - 1 > start else []) + last
             elif id(c) not in moved:
                 out.append(c)
-        how = "wave 0 staged" + (" and stored" if self.store_early else "") + " during wave 1's last wgmma"
+        how = "wave 0 staged" + (" and stored" if store_early else "") + " during wave 1's last wgmma"
         return tloop.with_body(out).with_attrs(early_staging=how)
 
 

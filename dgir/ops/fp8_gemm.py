@@ -52,9 +52,10 @@ def align(a: int, b: int) -> int:
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",      # Fp8GemmConfig fields left
                "early_epilogue": "on"}                                                               # out of key() at their default
-# early_epilogue at M <= this (256-row tiles): "off" (settle_early_epilogue; bench/TUNING.md step 94, spec 194:
-# early staging ran 1.06-1.08x slower at 512-1024 x 32768 x 512, 0.95-0.97x from M = 2048)
-EARLY_EPILOGUE_OFF_MAX_M = 1024
+# early_epilogue at M <= this (256-row tiles): "staging" (settle_early_epilogue; bench/TUNING.md steps 94-95,
+# specs 194, 196: the early store ran 1.06-1.09x slower at 512-1024 x 32768 x 512, the early staging alone
+# 0.97-0.98x; both 0.95-0.97x from M = 2048)
+EARLY_STORE_OFF_MAX_M = 1024
 # the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
 EARLY_EPILOGUE_MAX_K_BLOCKS = 16
 
@@ -114,9 +115,10 @@ class Fp8GemmConfig:
                                  # TUNING.md step 86: a block of a few rows loads slowly
                                  # (577x12416x5632 192x128 +23%, 388x1600x12288 128x64 +28%); zero rows
                                  # draw less power (769x7168x7168 256x128 fills 3% faster)
-    early_epilogue: str = "on"   # two-wave tiles (BLOCK_M 256) of 2-16 K blocks: "on": wave 0's epilogue
-                                 # runs under wave 1's last wgmma (pass stage_first_wave_early); "off":
-                                 # the plain epilogue.  The API settles it per call (settle_early_epilogue)
+    early_epilogue: str = "on"   # two-wave tiles (BLOCK_M 256) of 2-16 K blocks: "on": wave 0's staging and
+                                 # TMA store run under wave 1's last wgmma (pass stage_first_wave_early);
+                                 # "staging": its staging only; "off": the plain epilogue.  The API
+                                 # settles it per call (settle_early_epilogue)
 
     @property
     def math_wgs(self) -> int:
@@ -170,7 +172,7 @@ class Fp8GemmConfig:
         rs = "_rs" if self.promotion == "rescaled" else ""
         ring = "_dring" if self.staging == "ring" else ""
         tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
-        late = "_late" if self.early_epilogue == "off" else ""
+        late = {"off": "_late", "staging": "_estg"}.get(self.early_epilogue, "")
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}{late}")
 
@@ -251,13 +253,13 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 
 
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
-    """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "off" for 256-row tiles of
-    2-16 K blocks (where the pass acts) at M <= EARLY_EPILOGUE_OFF_MAX_M, where early staging
-    measured slower (spec 194: 512, 768 and 1024 x 32768 x 512 1.06-1.08x; at 256 rows and from
-    M = 1792 up the same or 1.6-5.4% faster)."""
+    """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "staging" (no early store)
+    for 256-row tiles of 2-16 K blocks (where the pass acts) at M <= EARLY_STORE_OFF_MAX_M, where
+    the early store measured slower (spec 194: 512, 768 and 1024 x 32768 x 512 1.06-1.08x; spec 196:
+    the early staging alone 0.97-0.98x there); from M = 1792 up both gain 1.6-5.4%."""
     acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
-    if acts and m <= EARLY_EPILOGUE_OFF_MAX_M and cfg.early_epilogue == "on":
-        return replace(cfg, early_epilogue="off")
+    if acts and m <= EARLY_STORE_OFF_MAX_M and cfg.early_epilogue == "on":
+        return replace(cfg, early_epilogue="staging")
     return cfg
 
 
@@ -521,8 +523,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.math_order != "together" and cfg.math_wgs < 2:
         raise OpError(f"fp8_gemm_nt: math_order={cfg.math_order!r} needs two or more math warpgroups (block_m >= 128), "
                       f"got block_m={cfg.block_m}")
-    if cfg.early_epilogue not in ("on", "off"):
-        raise OpError(f"fp8_gemm_nt: early_epilogue must be 'on' or 'off', got {cfg.early_epilogue!r}")
+    if cfg.early_epilogue not in ("on", "staging", "off"):
+        raise OpError(f"fp8_gemm_nt: early_epilogue must be 'on', 'staging' or 'off', got {cfg.early_epilogue!r}")
     if cfg.m_tail not in ("auto", "fill", "shift"):
         raise OpError(f"fp8_gemm_nt: m_tail must be 'auto', 'fill' or 'shift', got {cfg.m_tail!r}")
     if cfg.promotion not in ("fp32", "rescaled"):
