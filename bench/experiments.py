@@ -58,9 +58,8 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
-    # wave 0 of a two-wave tile staged in its last K block (specs 190-191); the default at K <= 1024 since step 91
-    # (specs 190-193): early0 = staging only, at any K; early0st = staging and store, K <= 1024 (the default
-    # since step 92); earlyall = staging and store at any K; noearly = without the pass
+    # stage_first_wave_early (specs 190-197): early0 = staging only, at any K; early0st = staging and store up
+    # to MAX_K_BLOCKS (the default pass); earlyall = staging and store at any K; noearly = without the pass
     "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6, store_early=False)}),
     "early0st": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early=True)}),
     "earlyall": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6)}),

@@ -31,6 +31,10 @@ def roofline(r, copy_gbps):
     return min(PEAK_TFLOPS, copy_gbps * 1e9 * (2 * m * n * k) / nbytes / 1e12)
 
 
+def geomean(xs) -> float:
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
 def markdown(doc) -> str:
     out = ["| M | N | K | dgir TFLOPS | cuBLAS TFLOPS | DeepGEMM TFLOPS | vs cuBLAS | vs DeepGEMM | dgir GB/s | % of copy | kernel |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -47,10 +51,9 @@ def markdown(doc) -> str:
         out.append(f"| {r['m']} | {r['n']} | {r['k']} | {f(r['tflops'])} | {f(cb)} | {f(dg)} | {f(vs_cb, 2)} | "
                    f"{f(vs_dg, 2)} | {f(r['gbps'])} | {f(100 * r['gbps'] / doc['copy_gbps'])} | "
                    f"{r.get('kernel', '').replace('fp8_gemm_nt_', '')} |")
-    gm = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")  # noqa: E731
     out.append("")
-    out.append(f"Geometric mean over cuBLAS: {gm(ratios_cb):.3f}x ({len(ratios_cb)} shapes); over DeepGEMM's "
-               f"published figures: {gm(ratios_dg):.3f}x ({len(ratios_dg)} shapes).  Copy bandwidth in the same run: "
+    out.append(f"Geometric mean over cuBLAS: {geomean(ratios_cb):.3f}x ({len(ratios_cb)} shapes); over DeepGEMM's "
+               f"published figures: {geomean(ratios_dg):.3f}x ({len(ratios_dg)} shapes).  Copy bandwidth in the same run: "
                f"{doc['copy_gbps']:.0f} GB/s.")
     return "\n".join(out)
 
@@ -65,7 +68,7 @@ def targets(doc, floor: dict | None = None) -> str:
     `floor` is bench/results/memory_floor.json (a kernel that only moves each small-M cell's bytes,
     step 26), quoted where the bandwidth target asks for less time than moving the bytes alone takes."""
     cells = _cells(doc)
-    gm = math.exp(sum(math.log(r["tflops"] / r["cublas_tflops"]) for r in cells) / len(cells))
+    gm = geomean([r["tflops"] / r["cublas_tflops"] for r in cells])
     name = lambda r: f"{r['m']}x{r['n']}x{r['k']}"  # noqa: E731
     pct = lambda r: f"{100 * r['gbps'] / doc['copy_gbps']:.0f}%"  # noqa: E731
     vs_dg = sorted(cells, key=lambda r: r["tflops"] / r["deepgemm_tflops_ref"])

@@ -239,7 +239,7 @@ def _store_direct(self: Emitter, n: Node) -> None:
     col = b.reg()                                    # this lane's first column: c (= n0 + 2t), +6 if odd
     b(f"mad.lo.u32 {col}, {t1}, 6, {c};")
     groups = len(A) // 4
-    edge = self.k.get("block_n") * -(-N // self.k.get("block_n")) > N   # some tile reaches past N
+    edge = N % self.k.get("block_n") != 0           # the last n tile reaches past N
     row_addr, row_ok = [], []
     for r in (r0, r1):
         idx, off, addr, ok = b.reg(), b.reg("b64"), b.reg("b64"), b.reg("pred")
