@@ -225,14 +225,14 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     early_epilogue (`fp8_gemm.settle_early_epilogue`)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
-        from .ops.fp8_gemm import EARLY_STORE_OFF_MAX_M, last_m0, settle_early_epilogue, settle_m_tail
+        from .ops.fp8_gemm import last_m0, settle_early_epilogue, settle_m_tail
         c = Choice(settle_early_epilogue(settle_m_tail(c.config, m), m), c.source, c.detail)
         if trace is not None:
             bm = c.config.block_m
             trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
             if c.config.early_epilogue != "on":
-                trace.append(f"early_epilogue: {c.config.early_epilogue} "
-                             f"(256-row tiles at M <= {EARLY_STORE_OFF_MAX_M}: no early store)")
+                trace.append(f"early_epilogue: {c.config.early_epilogue} (no early store: it measured "
+                             f"slower for 256-row tiles at this M and K, fp8_gemm.early_store_loses)")
     return c
 
 

@@ -52,10 +52,14 @@ def align(a: int, b: int) -> int:
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",      # Fp8GemmConfig fields left
                "early_epilogue": "on"}                                                               # out of key() at their default
-# early_epilogue at M <= this (256-row tiles): "staging" (settle_early_epilogue; bench/TUNING.md steps 94-95,
-# specs 194, 196: the early store ran 1.06-1.09x slower at 512-1024 x 32768 x 512, the early staging alone
-# 0.97-0.98x; both 0.95-0.97x from M = 2048)
+# where the API settles early_epilogue to "staging" for 256-row tiles (settle_early_epilogue; bench/TUNING.md
+# steps 94-95, 96): at any K up to EARLY_STORE_OFF_MAX_M (specs 194, 196: the early store ran 1.06-1.09x slower at
+# 512-1024 x 32768 x 512, the early staging alone 0.97-0.98x), and for tiles of at most EARLY_STORE_SHORT_K_BLOCKS
+# K blocks up to EARLY_STORE_OFF_SHORT_K_MAX_M (specs 198-200: 1536x32768x512 1.09x, 1792x32768x512 1.03x with the
+# store; from M = 2048 a tie or a gain, and at M = 1792, K = 1536-2048 the store gained 1%)
 EARLY_STORE_OFF_MAX_M = 1024
+EARLY_STORE_OFF_SHORT_K_MAX_M = 1792
+EARLY_STORE_SHORT_K_BLOCKS = 4
 # the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
 EARLY_EPILOGUE_MAX_K_BLOCKS = 16
 
@@ -254,13 +258,19 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "staging" (no early store)
-    for 256-row tiles of 2-16 K blocks (where the pass acts) at M <= EARLY_STORE_OFF_MAX_M, where
-    the early store measured slower (spec 194: 512, 768 and 1024 x 32768 x 512 1.06-1.08x; spec 196:
-    the early staging alone 0.97-0.98x there); from M = 1792 up both gain 1.6-5.4%."""
+    for 256-row tiles of 2-16 K blocks (where the pass acts) where the early store measured slower
+    (early_store_loses); elsewhere both halves gain (1.6-5.4% at K = 512 from M = 2560 up)."""
     acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
-    if acts and m <= EARLY_STORE_OFF_MAX_M and cfg.early_epilogue == "on":
+    if acts and early_store_loses(m, cfg.k_blocks_per_split) and cfg.early_epilogue == "on":
         return replace(cfg, early_epilogue="staging")
     return cfg
+
+
+def early_store_loses(m: int, k_blocks: int) -> bool:
+    """Where wave 0's early TMA store measured slower than a late one (a 256-row tile's rows, K blocks
+    of one tile): M <= 1024 at any K; up to M = 1792 for tiles of at most 4 K blocks.  Why the store's
+    timing hurts only at small M was not isolated (steps 95-96)."""
+    return m <= EARLY_STORE_OFF_MAX_M or (m <= EARLY_STORE_OFF_SHORT_K_MAX_M and k_blocks <= EARLY_STORE_SHORT_K_BLOCKS)
 
 
 def launch_scalar(name: str, m: int, attrs: dict) -> int:
