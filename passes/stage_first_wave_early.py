@@ -36,7 +36,8 @@ class StageFirstWaveEarly(Pass):
     16384, where the epilogue is a small share of a tile.  Hence MAX_K_BLOCKS = 16
     (fp8_gemm.EARLY_EPILOGUE_MAX_K_BLOCKS, which the API's settle_early_epilogue also reads).
     At M = 512-1024 the early store ran 6-9% slower and the early staging alone 2-3% faster (steps
-    94-95), so the API's configs there say early_epilogue="staging" (no early store).
+    94-95), and at K = 512 up to M = 1792 (step 96), so the API's configs there say
+    early_epilogue="staging" (no early store; fp8_gemm.early_store_loses).
     """
     name = "stage_first_wave_early"
     MAX_K_BLOCKS = EARLY_EPILOGUE_MAX_K_BLOCKS
@@ -51,7 +52,7 @@ class StageFirstWaveEarly(Pass):
             return kernel
         if kernel.get("early_epilogue") == "off":    # the config's choice
             return kernel.with_attrs(early_staging="skipped: early_epilogue='off' in the config")
-        # "staging" (the API's at M <= 1024, where the early store measured slower: steps 94-95)
+        # "staging" (the API's where the early store measured slower, fp8_gemm.early_store_loses: steps 94-96)
         store_early = self.store_early and kernel.get("early_epilogue") != "staging"
         body = []
         for r in kernel.body:

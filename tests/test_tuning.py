@@ -123,20 +123,28 @@ def test_an_unmeasured_m_takes_the_faster_nearby_entry_scaled_by_its_rounds():
 
 
 def test_nearby_weighs_every_entry_within_the_grid_ratio_above_512():
-    """Step 87 (spec 179): at 4097x32768x512 the 4096 entry's 256-row tiles need a 17th block one
-    row deep; the 3072 entry's 192-row tiles, scaled by their rounds, win (measured 144.8 us against
-    152.5).  The nearest-two rule alone never looked at the 3072 entry."""
-    from dgir.ops.fp8_gemm import settle_m_tail
+    """Step 87 (spec 179): at 4097x32768x512 the 4096 entry's 256-row tiles needed a 17th block one
+    row deep, and the 3072 entry's 192-row tiles, scaled by their rounds, won (144.8 us against
+    152.5); the nearest-two rule alone never looked at the 3072 entry.  (Since step 96 the shipped
+    entries there are both 256-row tiles, so the rule is shown on entries of a test's own.)"""
+    from dataclasses import asdict
 
-    def api(m, n, k):
-        return deep_gemm._config("fp8_gemm_nt", m, n, k, H200, 0)
+    from dgir.ops.fp8_gemm import settle_m_tail, sm_load
     assert [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512)] == [4096, 5120]
     wide = sorted(e["m"] for e in tuning.within_grid_ratio("fp8_gemm_nt", H200.name, 132, 4097, 32768, 512))
     assert wide == [3072, 3584, 4096, 5120, 6144]
-    for n, k in ((32768, 512), (24576, 1536)):
-        c3072, c4096 = _shipped(3072, n, k), _shipped(4096, n, k)
-        assert (c3072.block_m, c4096.block_m) == (192, 256)
-        assert api(4097, n, k) == settle_m_tail(c3072, 4097)
+    n, k = 8192, 1024                      # no shipped entry: only the two below
+    c192 = Fp8GemmConfig(n=n, k=k, block_m=192, block_n=128, stages=4, cluster=2)
+    c256 = Fp8GemmConfig(n=n, k=k, block_m=256, block_n=128, stages=3, cluster=2)
+    for m, cfg, us in ((3072, c192, 30.0), (4096, c256, 40.0)):
+        tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
+                       "config": asdict(cfg), "us": us, "source": "test"})
+    deep_gemm._choice_for.cache_clear()
+    est192 = 30.0 * sm_load(4097, c192) / sm_load(3072, c192)
+    est256 = 40.0 * sm_load(4097, c256) / sm_load(4096, c256)
+    assert est192 < tuning.NEARBY_MARGIN * est256         # the farther entry wins by the margin
+    assert [e["m"] for e in tuning.bracketing("fp8_gemm_nt", H200.name, 132, 4097, n, k)] == [4096]
+    assert deep_gemm._config("fp8_gemm_nt", 4097, n, k, H200, 0) == settle_m_tail(c192, 4097)
     # up to WIDE_NEARBY_M only the bracketing two are asked: one- and two-round walks, where rounds do
     # not say the time (288x384x16384 would otherwise take the 192 entry's one-round split)
     assert tuning.WIDE_NEARBY_M == 512
