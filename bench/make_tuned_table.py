@@ -124,9 +124,15 @@ def settled_kernel(kernel: str, m: int, src: str) -> str | None:
     staging = settle_early_epilogue(base, m).early_epilogue == "staging"
     if estg:
         return base.kernel_name() if staging else None
-    if staging and int(re.search(r"tune(\d+)_", src or "tune0_")[1]) >= EARLY_EPILOGUE_SPEC:
+    if staging and spec_number(src) >= EARLY_EPILOGUE_SPEC:
         return None
     return kernel
+
+
+def spec_number(src: str) -> int:
+    """The spec a raw file holds (results/raw/tune198_exp.json -> 198); 0 for the full runs."""
+    found = re.search(r"tune(\d+)_", src)
+    return int(found[1]) if found else 0
 
 
 def main():

@@ -259,7 +259,8 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     """The API's early_epilogue for a call at M = m (dgir.tuning.choose): "staging" (no early store)
     for 256-row tiles of 2-16 K blocks (where the pass acts) where the early store measured slower
-    (early_store_loses); elsewhere both halves gain (1.6-5.4% at K = 512 from M = 2560 up)."""
+    (early_store_loses); elsewhere the store is a tie or a gain (up to 5.4% with the staging, at
+    K = 512 from M = 2048 up)."""
     acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
     if acts and early_store_loses(m, cfg.k_blocks_per_split) and cfg.early_epilogue == "on":
         return replace(cfg, early_epilogue="staging")
