@@ -51,9 +51,16 @@ def config_of(kernel: str) -> Fp8GemmConfig | None:
                          math_order={suffix: o for o, suffix in MATH_ORDERS.items()}[alt or ""])
 
 
+def spec_number(path) -> int:
+    """The spec a raw result file holds (results/raw/tune198_exp.json -> 198); 0 for any other file
+    (the full runs)."""
+    found = re.fullmatch(r"tune(\d+)_exp\.json", Path(path).name)
+    return int(found[1]) if found else 0
+
+
 def data_files(exclude: tuple = RULE_SPECS) -> list[Path]:
     raw = [p for p in (ROOT / "raw").glob("tune*_exp.json")
-           if (s := re.fullmatch(r"tune(\d+)_exp\.json", p.name)) and int(s[1]) >= FIRST_SPEC and int(s[1]) not in exclude]
+           if spec_number(p) >= FIRST_SPEC and spec_number(p) not in exclude]
     return sorted(raw) + [ROOT / "fp8_gemm_nt.json"]
 
 

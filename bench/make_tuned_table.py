@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from fit_model import config_of
+from fit_model import config_of, spec_number
 
 from dgir.ops.fp8_gemm import MATH_ORDERS, settle_early_epilogue
 
@@ -127,12 +126,6 @@ def settled_kernel(kernel: str, m: int, src: str) -> str | None:
     if staging and spec_number(src) >= EARLY_EPILOGUE_SPEC:
         return None
     return kernel
-
-
-def spec_number(src: str) -> int:
-    """The spec a raw file holds (results/raw/tune198_exp.json -> 198); 0 for the full runs."""
-    found = re.search(r"tune(\d+)_", src)
-    return int(found[1]) if found else 0
 
 
 def main():

@@ -133,8 +133,8 @@ WIDE_NEARBY_M = 512       # above it, nearby_config also weighs the entries beyo
 def within_grid_ratio(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
     """Every entry for (device, sms, op, n, k) whose M is within a factor GRID_RATIO of `m`, one per
     M (the user cache's first).  Step 87: M = 4097 sits just past the 4096 entry, whose 256-row tiles
-    leave a 17th block one row deep; the 3072 entry's 192-row tiles, scaled by their rounds, are the
-    better estimate there (4097x32768x512: 144.8 us against 152.5)."""
+    leave a 17th block one row deep; the 3072 entry's 192-row tiles (the table of then), scaled by
+    their rounds, were the better estimate there (4097x32768x512: 144.8 us against 152.5)."""
     out: dict[int, dict] = {}
     for e in _grid(op, device, sms, n, k):
         if m / GRID_RATIO <= e["m"] <= m * GRID_RATIO:
