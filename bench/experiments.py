@@ -170,8 +170,8 @@ def _trace_pass():
 
 
 def timeline(run, trace, launches=7) -> dict:
-    """Where one launch's time goes: for each milestone of trace_timeline.EVENTS, the median and the
-    max over CTAs of (CTA's time there - first CTA's load_start), in us of %globaltimer, and for the
+    """Where one launch's time goes: for each milestone of trace_timeline.EVENTS, the median, max, min
+    and 90th percentile over CTAs of (CTA's time there - first CTA's load_start), in us of %globaltimer, and for the
     intra-CTA spans the median over CTAs in SM cycles (%clock64).  L2 flushed before each launch as
     do_bench does; the median launch (by span) is reported."""
     flush = torch.empty(256 << 20, dtype=torch.int8, device=trace.device)
@@ -197,6 +197,8 @@ def timeline(run, trace, launches=7) -> dict:
             rel = (ns[ok] - t0).double() / 1e3
             out[f"{name}_us_med"] = round(float(rel.median()), 3)
             out[f"{name}_us_max"] = round(float(rel.max()), 3)
+            out[f"{name}_us_min"] = round(float(rel.min()), 3)     # min and p90: is a slow end a few
+            out[f"{name}_us_p90"] = round(float(rel.quantile(0.9)), 3)   # CTAs or all of them (step 97)
     cyc = lambda a, b: r[:, names.index(b), 1] - r[:, names.index(a), 1]  # noqa: E731
     for a, b in (("load_start", "first_acquire"), ("mma_start", "first_full"), ("first_full", "first_kloop_end"),
                  ("first_kloop_end", "tile_end"), ("first_kloop_end", "first_stored"),

@@ -73,7 +73,10 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            + ["results/raw/tune185_exp.json"]
            # K <= 1536 picks that were not 256-row tiles, against 256x128 with the early epilogue, and
            # the early staging without the early store at M = 1280-1792 (step 96)
-           + [f"results/raw/tune{i}_exp.json" for i in (198, 199, 200, 201)])
+           + [f"results/raw/tune{i}_exp.json" for i in (198, 199, 200, 201)]
+           # the K = 1536-2048 entries at M > 1024 that still had 192-row or older picks, against
+           # 256x128 with the early epilogue (step 97)
+           + ["results/raw/tune203_exp.json"])
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
