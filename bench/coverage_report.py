@@ -85,7 +85,10 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune197_exp.json",
             # step 96: the picks the early store's new bound and specs 198-200's entries changed,
             # with their neighbours' configs at 4097-5000 (three passes)
-            "results/raw/tune201_exp.json"]
+            "results/raw/tune201_exp.json",
+            # step 97: the K = 1536-2048 entries at M > 1024 re-timed against 256x128 (three passes;
+            # the picks it moved among them)
+            "results/raw/tune203_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call

@@ -89,13 +89,53 @@ def test_early_epilogue_off_in_the_config_leaves_the_tile_alone():
 @pytest.mark.parametrize("m,bm,k,expected", [(512, 256, 512, "staging"), (1024, 256, 2048, "staging"), (1025, 256, 512, "staging"),
                                              (1792, 256, 512, "staging"), (1793, 256, 512, "on"), (1280, 256, 640, "on"),
                                              (1536, 256, 1536, "on"), (4096, 256, 512, "on"), (512, 128, 512, "on"),
-                                             (512, 256, 7168, "on")])     # 56 K blocks: the pass does not act
+                                             (512, 256, 7168, "on"),      # 56 K blocks: the pass does not act
+                                             (2560, 256, 512, "on"), (3072, 256, 512, "staging"),  # 12 m blocks: 132 CTAs keep theirs
+                                             (3072, 256, 1536, "on")])
 def test_the_api_keeps_the_store_late_for_256_row_tiles_at_small_m(m, bm, k, expected):
     """specs 194, 196 (bench/TUNING.md steps 94-95): at M = 512-1024 the early store ran 6-9% slower;
-    specs 198-200 (step 96): at K = 512 up to M = 1792 too (1536x32768x512 1.09x), not at K >= 1536."""
+    specs 198-200 (step 96): at K = 512 up to M = 1792 too (1536x32768x512 1.09x), not at K >= 1536;
+    specs 204-207 (step 97): at K = 512 wherever each CTA of the walk keeps its m block."""
     from dgir.ops.fp8_gemm import settle_early_epilogue
     cfg = Fp8GemmConfig(n=32768, k=k, block_m=bm, block_n=128, stages=3)
     assert settle_early_epilogue(cfg, m).early_epilogue == expected
+
+
+@pytest.mark.parametrize("m,cluster,multicast,sms,expected", [
+    (2816, 2, "A", 132, "staging"),   # 11 m blocks, 66 clusters: spec 206 1.09x with the store
+    (2816, 2, "A", 130, "on"),        # 65 clusters step the m block by 10 a round
+    (2700, 2, "A", 132, "staging"), (2900, 2, "A", 132, "on"), (4096, 2, "A", 132, "on"),
+    (4096, 2, "A", 128, "staging"),   # 64 clusters over 16 m blocks: spec 205 1.03x with the store
+    (8192, 2, "A", 128, "on"),        # two bands: the walkers change band (spec 206: the store 0.99x)
+    (3072, 2, "B", 132, "staging"),   # 6 rows of B-sharing pairs on 66 clusters
+    (3584, 2, "B", 132, "on")])
+def test_the_store_stays_late_where_each_walker_keeps_its_m_block(m, cluster, multicast, sms, expected):
+    from dgir.ops.fp8_gemm import settle_early_epilogue
+    cfg = Fp8GemmConfig(n=32768, k=512, block_m=256, block_n=128, stages=3, cluster=cluster, multicast=multicast,
+                        num_sms=sms)
+    assert settle_early_epilogue(cfg, m).early_epilogue == expected
+
+
+@pytest.mark.parametrize("m,n,cluster,multicast,sms", [(m, n, c, mc, s) for m in (700, 1536, 2816, 3000, 4096, 8192)
+                                                       for n in (1024, 32768) for c, mc in ((1, "A"), (2, "A"), (2, "B"))
+                                                       for s in (128, 130, 132)])
+def test_walkers_keep_their_m_block_is_what_the_walk_does(m, n, cluster, multicast, sms):
+    """The rule against the walk itself: walker w's tiles are w, w + W, w + 2W, ... of the banded
+    tile order, whose m block the interpreter's TILE_M gives (band of G rows, m = first + t mod rows)."""
+    from dgir.ops.fp8_gemm import walk_walkers, walkers_keep_their_m_block
+    cfg = Fp8GemmConfig(n=n, k=512, block_m=256, block_n=128, stages=3, cluster=cluster, multicast=multicast,
+                        num_sms=sms)
+    walkers, tiles = walk_walkers(m, cfg)
+    pair_m = cluster > 1 and multicast == "B"
+    rows_total = -(-m // (256 * (cluster if pair_m else 1)))
+    group = 16 // cluster if pair_m else 16
+    n_blocks = tiles // rows_total
+
+    def tile_m(t):
+        first = t // (group * n_blocks) * group
+        return first + t % (group * n_blocks) % min(group, rows_total - first)
+    kept = all(len({tile_m(t) for t in range(w, tiles, walkers)}) == 1 for w in range(walkers))
+    assert walkers_keep_their_m_block(m, cfg) == (kept and tiles > walkers)
 
 
 def test_the_api_choice_carries_the_settled_early_epilogue():

@@ -56,7 +56,11 @@ LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tai
 # steps 94-95, 96): at any K up to EARLY_STORE_OFF_MAX_M (specs 194, 196: the early store ran 1.06-1.09x slower at
 # 512-1024 x 32768 x 512, the early staging alone 0.97-0.98x), and for tiles of at most EARLY_STORE_SHORT_K_BLOCKS
 # K blocks up to EARLY_STORE_OFF_SHORT_K_MAX_M (specs 198-200: 1536x32768x512 1.09x, 1792x32768x512 1.03x with the
-# store; from M = 2048 a tie or a gain, and at M = 1792, K = 1536-2048 the store gained 1%)
+# store; from M = 2048 a tie or a gain, and at M = 1792, K = 1536-2048 the store gained 1%); and for tiles of at most
+# EARLY_STORE_SHORT_K_BLOCKS K blocks at any M where each walker of the persistent grid keeps one m block
+# (walkers_keep_their_m_block; specs 204-207, step 97: 2700-2816x32768x512 1.09x with the store, 4096x32768x512 on
+# 128 SMs 1.03x, 1792 on 126 SMs 1.12x; the same M on a grid that rotates gains or ties, and at K = 1536-2048 the
+# fixed walk costs the store nothing)
 EARLY_STORE_OFF_MAX_M = 1024
 EARLY_STORE_OFF_SHORT_K_MAX_M = 1792
 EARLY_STORE_SHORT_K_BLOCKS = 4
@@ -262,16 +266,35 @@ def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     (early_store_loses); elsewhere the store is a tie or a gain (up to 5.4% with the staging, at
     K = 512 from M = 2048 up)."""
     acts = cfg.block_m == 256 and 2 <= cfg.k_blocks_per_split <= EARLY_EPILOGUE_MAX_K_BLOCKS
-    if acts and early_store_loses(m, cfg.k_blocks_per_split) and cfg.early_epilogue == "on":
+    if acts and early_store_loses(m, cfg) and cfg.early_epilogue == "on":
         return replace(cfg, early_epilogue="staging")
     return cfg
 
 
-def early_store_loses(m: int, k_blocks: int) -> bool:
-    """Where wave 0's early TMA store measured slower than a late one (a 256-row tile's rows, K blocks
-    of one tile): M <= 1024 at any K; up to M = 1792 for tiles of at most 4 K blocks.  Why the store's
-    timing hurts only at small M was not isolated (steps 95-96)."""
-    return m <= EARLY_STORE_OFF_MAX_M or (m <= EARLY_STORE_OFF_SHORT_K_MAX_M and k_blocks <= EARLY_STORE_SHORT_K_BLOCKS)
+def early_store_loses(m: int, cfg: "Fp8GemmConfig") -> bool:
+    """Where wave 0's early TMA store measured slower than a late one for a 256-row tile: M <= 1024 at
+    any K; for tiles of at most 4 K blocks, up to M = 1792, and at any M where each walker keeps one m
+    block (walkers_keep_their_m_block: there the store cost 3-12% in every case timed, spec 204-207).
+    Below M = 1792 it also loses 1-5% on grids that rotate; what the fixed walk does to the store was
+    narrowed, not explained (bench/TUNING.md step 97: every CTA of the walk runs slower, not a few)."""
+    short = cfg.k_blocks_per_split <= EARLY_STORE_SHORT_K_BLOCKS
+    return (m <= EARLY_STORE_OFF_MAX_M or (short and m <= EARLY_STORE_OFF_SHORT_K_MAX_M)
+            or (short and walkers_keep_their_m_block(m, cfg)))
+
+
+def walkers_keep_their_m_block(m: int, cfg: "Fp8GemmConfig") -> bool:
+    """Each walker of the persistent grid (a CTA, or a cluster) works on one m block for the whole walk:
+    the walk's rows fit one band of the tile order, where walked tile t has m block t mod rows, and a
+    walker steps t by the walker count, a multiple of the rows; and it walks more than one round.
+    E.g. 2816 rows of 256-row tiles (11 m blocks) on 66 clusters, or 4096 (16) on 64."""
+    walkers, tiles = walk_walkers(m, cfg)
+    pair_m = cfg.cluster > 1 and cfg.multicast == "B" and not cfg.split_cluster
+    m_blocks = ceil_div(max(m, 1), cfg.block_m)
+    rows = ceil_div(m_blocks, cfg.cluster) if pair_m else m_blocks
+    band = max(1, cfg.swizzle_group // cfg.cluster) if pair_m else cfg.swizzle_group
+    global_split = cfg.split_k > 1 and not cfg.split_cluster     # walks K slices: m block (t // split_k) mod rows
+    return (rows <= band and walkers % rows == 0 and tiles > walkers
+            and not cfg.stream_k and not global_split)
 
 
 def launch_scalar(name: str, m: int, attrs: dict) -> int:
@@ -283,20 +306,24 @@ def launch_scalar(name: str, m: int, attrs: dict) -> int:
 
 
 def walk_rounds(m: int, cfg: "Fp8GemmConfig") -> int:
-    """Rounds of the persistent walk at M = m: the tiles the walkers cover (cluster tiles with
-    multicast; output tiles for a split-K cluster; every K slice of a global split), over the
-    walkers (CTAs or clusters), rounded up.  A measured time scales with it between nearby M
+    """Rounds of the persistent walk at M = m: the tiles the walkers cover over the walkers
+    (walk_walkers), rounded up.  A measured time scales with it between nearby M
     (dgir.deep_gemm: the measured entries around an M without one)."""
+    walkers, tiles = walk_walkers(m, cfg)
+    return ceil_div(tiles, max(walkers, 1))
+
+
+def walk_walkers(m: int, cfg: "Fp8GemmConfig") -> tuple[int, int]:
+    """(walkers, tiles) of the persistent walk at M = m: CTAs or clusters, and the tiles they cover
+    (cluster tiles with multicast; output tiles for a split-K cluster; every K slice of a global split)."""
     m_blocks = ceil_div(max(m, 1), cfg.block_m)
     grid = persistent_grid(m, cfg.block_m, cfg.n_blocks, cfg.split_k, cfg.num_sms, cfg.cluster, cfg.multicast,
                            cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k)
     if cfg.split_cluster:
-        tiles, walkers = m_blocks * cfg.n_blocks, grid // cfg.split_k
-    elif cfg.cluster > 1:
-        tiles, walkers = cluster_tiles(m_blocks, cfg.n_blocks, cfg.cluster, cfg.multicast), grid // cfg.cluster
-    else:
-        tiles, walkers = m_blocks * cfg.n_blocks * cfg.split_k, grid
-    return ceil_div(tiles, max(walkers, 1))
+        return grid // cfg.split_k, m_blocks * cfg.n_blocks
+    if cfg.cluster > 1:
+        return grid // cfg.cluster, cluster_tiles(m_blocks, cfg.n_blocks, cfg.cluster, cfg.multicast)
+    return grid, m_blocks * cfg.n_blocks * cfg.split_k
 
 
 def sm_load(m: int, cfg: "Fp8GemmConfig") -> float:
