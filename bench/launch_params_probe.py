@@ -8,8 +8,6 @@ of one LaunchPlan call, the GPU queue drained before each (bench/warm_call.py's 
 """
 import ctypes
 import json
-import statistics
-import time
 
 import torch
 
@@ -17,6 +15,8 @@ from dgir import deep_gemm
 from dgir.gpu_run import fp8_inputs
 from dgir.runtime import driver
 from dgir.toolchain import assemble
+
+from launch_variants import median_us
 
 MAPS = ", ".join(f".param .align 64 .b8 map{i}[128]" for i in range(3))
 PTX = f"""
@@ -28,16 +28,6 @@ PTX = f"""
 .visible .entry k_ptr_c2(.param .u64 p) .reqnctapercluster 2, 1, 1 {{ ret; }}
 .visible .entry k_maps_c2({MAPS}, .param .u64 sfb, .param .u64 d, .param .u32 m) .reqnctapercluster 2, 1, 1 {{ ret; }}
 """
-
-
-def median_us(fn, sync, n=3000) -> float:
-    out = []
-    for _ in range(n):
-        sync()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return round(statistics.median(out) * 1e6, 3)
 
 
 def main():
