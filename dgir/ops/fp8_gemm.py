@@ -288,7 +288,7 @@ def walkers_keep_their_m_block(m: int, cfg: "Fp8GemmConfig") -> bool:
     walker steps t by the walker count, a multiple of the rows; and it walks more than one round.
     E.g. 2816 rows of 256-row tiles (11 m blocks) on 66 clusters, or 4096 (16) on 64."""
     walkers, tiles = walk_walkers(m, cfg)
-    pair_m = cfg.cluster > 1 and cfg.multicast == "B" and not cfg.split_cluster
+    pair_m = cfg.cluster > 1 and cfg.multicast == "B"        # as the walk in lower() pairs tiles
     m_blocks = ceil_div(max(m, 1), cfg.block_m)
     rows = ceil_div(m_blocks, cfg.cluster) if pair_m else m_blocks
     band = max(1, cfg.swizzle_group // cfg.cluster) if pair_m else cfg.swizzle_group
