@@ -146,6 +146,20 @@ def test_the_api_choice_carries_the_settled_early_epilogue():
     assert c.config.block_m == 256 and c.config.early_epilogue == "on"
 
 
+def test_the_choice_trace_names_the_kept_m_block():
+    """2816 rows are 11 m blocks of 256, and the API's 66 clusters step the walk by 66: `dgir choose`
+    says why the store stays late there, and at 4096 (16 m blocks) it stays early."""
+    from dgir.tuning import choose
+    trace = []
+    c = choose("fp8_gemm_nt", 2816, 32768, 512, "NVIDIA H200", 132, trace=trace)
+    assert c.config.block_m == 256 and c.config.early_epilogue == "staging"
+    assert any("where each walker of the grid keeps one m block" in line for line in trace), trace
+    trace = []
+    c = choose("fp8_gemm_nt", 1536, 32768, 512, "NVIDIA H200", 128, trace=trace)    # 6 m blocks, 128 CTAs
+    assert c.config.early_epilogue == "staging"
+    assert any("at this M and K" in line for line in trace), trace
+
+
 def test_early_epilogue_staging_moves_the_staging_but_not_the_store():
     cfg = Fp8GemmConfig(n=256, k=640, block_m=256, block_n=64, stages=3, early_epilogue="staging")
     kern = run_pipeline(lower(cfg), _early_pipeline(), verify_each=True)
