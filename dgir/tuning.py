@@ -225,14 +225,13 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     early_epilogue (`fp8_gemm.settle_early_epilogue`)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
-        from .ops.fp8_gemm import last_m0, settle_early_epilogue, settle_m_tail, walkers_keep_their_m_block
+        from .ops.fp8_gemm import early_store_loss, last_m0, settle_early_epilogue, settle_m_tail
         c = Choice(settle_early_epilogue(settle_m_tail(c.config, m), m), c.source, c.detail)
         if trace is not None:
             bm = c.config.block_m
             trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
             if c.config.early_epilogue != "on":
-                where = ("where each walker of the grid keeps one m block" if walkers_keep_their_m_block(m, c.config)
-                         else "at this M and K")
+                where = early_store_loss(m, c.config) or "in the entry's config"
                 trace.append(f"early_epilogue: {c.config.early_epilogue} (no early store: it measured "
                              f"slower for 256-row tiles {where}, fp8_gemm.early_store_loses)")
     return c

@@ -154,10 +154,11 @@ def test_the_choice_trace_names_the_kept_m_block():
     c = choose("fp8_gemm_nt", 2816, 32768, 512, "NVIDIA H200", 132, trace=trace)
     assert c.config.block_m == 256 and c.config.early_epilogue == "staging"
     assert any("where each walker of the grid keeps one m block" in line for line in trace), trace
-    trace = []
-    c = choose("fp8_gemm_nt", 1536, 32768, 512, "NVIDIA H200", 128, trace=trace)    # 6 m blocks, 128 CTAs
-    assert c.config.early_epilogue == "staging"
-    assert any("at this M and K" in line for line in trace), trace
+    for m, sms in ((1536, 128), (1024, 132)):    # 6 m blocks on 128 CTAs rotate; 4 on 132 are kept, but
+        trace = []                                # M <= 1024 is the reason given
+        c = choose("fp8_gemm_nt", m, 32768, 512, "NVIDIA H200", sms, trace=trace)
+        assert c.config.early_epilogue == "staging"
+        assert any("at this M and K" in line for line in trace), trace
 
 
 def test_early_epilogue_staging_moves_the_staging_but_not_the_store():
