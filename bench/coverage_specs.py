@@ -1,15 +1,15 @@
 """Experiment specs for shapes the issue's table does not list: the M between its rows (and M=4097).
 
-    python bench/coverage_specs.py > bench/specs_tune42.txt
-    python bench/coverage_specs.py --validate > bench/specs_tune44.txt   # after the table has them
-    python bench/coverage_specs.py --api > bench/specs_tune50.txt        # the API's picks, cuBLAS
-    python bench/coverage_specs.py --fill > bench/specs_tune179.txt      # grid points without an entry
-    python bench/coverage_specs.py --wide > bench/specs_tune180.txt      # step 87's rule on fresh M
-    python bench/coverage_specs.py --tail256 > bench/specs_tune181.txt   # 256-row tiles, short last block
-    python bench/coverage_specs.py --at 896,1792 > bench/specs_tune183.txt   # between the grid's points
-    python bench/coverage_specs.py --at 3584,7168 > bench/specs_tune184.txt
-    python bench/coverage_specs.py --at 640,1280,2560,5120 > bench/specs_tune185.txt
-    python bench/coverage_specs.py --fresh-m > bench/specs_tune186.txt     # the API at fresh M
+    python bench/coverage_specs.py > bench/specs/tune42.txt
+    python bench/coverage_specs.py --validate > bench/specs/tune44.txt   # after the table has them
+    python bench/coverage_specs.py --api > bench/specs/tune50.txt        # the API's picks, cuBLAS
+    python bench/coverage_specs.py --fill > bench/specs/tune179.txt      # grid points without an entry
+    python bench/coverage_specs.py --wide > bench/specs/tune180.txt      # step 87's rule on fresh M
+    python bench/coverage_specs.py --tail256 > bench/specs/tune181.txt   # 256-row tiles, short last block
+    python bench/coverage_specs.py --at 896,1792 > bench/specs/tune183.txt   # between the grid's points
+    python bench/coverage_specs.py --at 3584,7168 > bench/specs/tune184.txt
+    python bench/coverage_specs.py --at 640,1280,2560,5120 > bench/specs/tune185.txt
+    python bench/coverage_specs.py --fresh-m > bench/specs/tune186.txt     # the API at fresh M
     (spec 52: the four shapes whose tuned entry spec 51 changed, API pick and cuBLAS again)
 
 The shipped table (dgir/tuned) holds measured configs for M = 64, 128 and 4096 only; any other M

@@ -8,7 +8,7 @@
 # There (carry .whl; $OUT is the folder that comes back):
 #     DGIR_GIT_REV=<commit> bash bench/h200_session.sh [tests|bench|exp SPECFILE]...
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
-# $OUT/<specfile stem>_exp.json.
+# $OUT/<specfile stem>_exp.json (bench/specs/tuneN.txt -> tuneN_exp.json, the name bench/results/raw keeps).
 set -u -o pipefail
 # the device copy's git metadata can be stale (a run once recorded the session's first commit)
 : "${DGIR_GIT_REV:?set DGIR_GIT_REV=<commit the wheel was built from>}"

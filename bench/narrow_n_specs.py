@@ -5,14 +5,14 @@ table measured for the nearest (N', K') above M = 128 carried over (`carry_confi
 one), a small grid of cluster-reduced split-K tiles that fill one round, and cuBLAS; every line
 twice, forward then reversed.
 
-    python bench/narrow_n_specs.py > bench/specs_tune162.txt
+    python bench/narrow_n_specs.py > bench/specs/tune162.txt
 
 Spec 163 (--held-out) checks the rule built on it (dgir.tuning: spec 162's winners in the table, and
 analogous() answering up to M = 512) on (N, K) and M that spec 162 did not time: for each cell the
 API's config now, the cost model's pick (the API's choice before, but at 160x512x7168), the same
 cluster grid as spec 162 (the best known), and cuBLAS.
 
-    python bench/narrow_n_specs.py --held-out > bench/specs_tune163.txt
+    python bench/narrow_n_specs.py --held-out > bench/specs/tune163.txt
 
 (Specs 162 and 163 list the API's choices of the revision that generated them, d4ea8f8 and 8833ab4;
 the rules added after them choose differently, so regenerating them now gives other lines.)
@@ -22,13 +22,13 @@ measured time scaled by the persistent rounds (`walk_rounds`, the rule of step 4
 the busiest SM (`sm_load`: two CTAs per SM count as more load even in one round), over the table's
 (N, K) at M off its grid; each cell three times (forward, reversed, forward) with cuBLAS.
 
-    python bench/narrow_n_specs.py --nearby-load > bench/specs_tune164.txt
+    python bench/narrow_n_specs.py --nearby-load > bench/specs/tune164.txt
 
 Spec 165 (--unstraddle) times `tuning.unstraddled` on (N, K) and M no earlier spec timed: where the
 API carries an analogous shape's config whose width straddles two B-scale blocks (40, 56, 72, 80),
 the carried config as it was against the one moved to 32 or 64 columns; three passes, with cuBLAS.
 
-    python bench/narrow_n_specs.py --unstraddle > bench/specs_tune165.txt
+    python bench/narrow_n_specs.py --unstraddle > bench/specs/tune165.txt
 """
 import math
 import sys

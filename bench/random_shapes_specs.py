@@ -5,48 +5,48 @@ K a multiple of 512 in 512..16384 (torch's block-scaled cuBLAS call is wrong whe
 multiple of 4, step 84); a fixed seed.  Each shape: `::default` (the API's config on the device)
 and `::cublas`, forward then reversed.
 
-    python bench/random_shapes_specs.py > bench/specs_tune166.txt
+    python bench/random_shapes_specs.py > bench/specs/tune166.txt
 
 Spec 167: 60 more with M a multiple of 4, the only M torch's block-scaled cuBLAS call accepts (it
 refused the other 43 of spec 166), so that every shape has its baseline.
 
-    python bench/random_shapes_specs.py --seed 167 --m-multiple 4 > bench/specs_tune167.txt
+    python bench/random_shapes_specs.py --seed 167 --m-multiple 4 > bench/specs/tune167.txt
 
 Spec 168 (--keep-rounds): where a carried config's rounding of its width costs a round
 (`tuning.within_rounds`), the carried config as it was against the widened one, with cuBLAS, three
 passes; the first 14 such shapes among random draws (seed 168, M a multiple of 4, M <= 512).
 
-    python bench/random_shapes_specs.py --keep-rounds > bench/specs_tune168.txt
+    python bench/random_shapes_specs.py --keep-rounds > bench/specs/tune168.txt
 
 Spec 169: a fresh draw after the fixes of specs 164-168, the chooser's state judged on shapes none
 of them saw.
 
-    python bench/random_shapes_specs.py --seed 169 --m-multiple 4 > bench/specs_tune169.txt
+    python bench/random_shapes_specs.py --seed 169 --m-multiple 4 > bench/specs/tune169.txt
 
 Spec 170 (--cluster-rounds): the model's picks that change when it counts a multicast cluster's
 rounds in cluster tiles (fp8_gemm_model.CLUSTER_ROUNDS), over the 180 shapes of specs 166, 167 and
 169: the old pick, the new one, cuBLAS; three passes.
 
-    python bench/random_shapes_specs.py --cluster-rounds > bench/specs_tune170.txt
+    python bench/random_shapes_specs.py --cluster-rounds > bench/specs/tune170.txt
 
 Spec 171: a last fresh draw, the chooser at the end of step 85.
 
-    python bench/random_shapes_specs.py --seed 171 --m-multiple 4 > bench/specs_tune171.txt
+    python bench/random_shapes_specs.py --seed 171 --m-multiple 4 > bench/specs/tune171.txt
 
 Spec 173 (--m-tail, step 86): over the 240 shapes of specs 166, 167, 169 and 171, those where the API's
 config has a last m block that m_tail="auto" shifts: the config with the block filled past M
 (mt=fi, the kernels before step 86) and shifted (mt=sh, what "auto" does at that M), cuBLAS where M
 is a multiple of 4; forward then reversed.
 
-    python bench/random_shapes_specs.py --m-tail > bench/specs_tune173.txt
+    python bench/random_shapes_specs.py --m-tail > bench/specs/tune173.txt
 
 Spec 178: a fresh draw at the end of step 86 (the API settling m_tail per call).
 
-    python bench/random_shapes_specs.py --seed 178 --m-multiple 4 > bench/specs_tune178.txt
+    python bench/random_shapes_specs.py --seed 178 --m-multiple 4 > bench/specs/tune178.txt
 
 Spec 182: a fresh draw at the end of step 87 (the wide nearby rule, the B-sharing shift).
 
-    python bench/random_shapes_specs.py --seed 182 --m-multiple 4 > bench/specs_tune182.txt
+    python bench/random_shapes_specs.py --seed 182 --m-multiple 4 > bench/specs/tune182.txt
 """
 import argparse
 import math
