@@ -1,5 +1,6 @@
 """Launch one fp8_gemm_nt config a few times (for `ncu`): python bench/ncu_one.py M,N,K bm,bn,stages[,cl]
-(or `cublas` instead of the config: torch._scaled_mm on the same inputs)."""
+(or `cublas` instead of the config: torch._scaled_mm on the same inputs; or a config in
+bench/experiments.py's spec keys, e.g. bm=256,bn=128,s=3,cl=2A,sms=130,ee=staging)."""
 import sys
 
 import torch
@@ -22,9 +23,13 @@ if sys.argv[2] == "cublas":
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
     sys.exit(0)
-bm, bn, s, *cl = sys.argv[2].split(",")
-cfg = Fp8GemmConfig(n=n, k=k, block_m=int(bm), block_n=int(bn), stages=int(s),
-                    cluster=int(cl[0][0]) if cl else 1, multicast=cl[0][1:] if cl else "A")
+if "=" in sys.argv[2]:
+    from experiments import spec_config
+    cfg = spec_config(n, k, sys.argv[2], torch.cuda.get_device_properties(dev).multi_processor_count)
+else:
+    bm, bn, s, *cl = sys.argv[2].split(",")
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=int(bm), block_n=int(bn), stages=int(s),
+                        cluster=int(cl[0][0]) if cl else 1, multicast=cl[0][1:] if cl else "A")
 d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
 kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
 plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
