@@ -64,6 +64,8 @@ VARIANTS = {
     "early0st": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early=True)}),
     "earlyall": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6)}),
     "noearly": lambda: pipeline_with(drop=("stage_first_wave_early",)),
+    # step 101: wave 0's fence, barrier and TMA store right after wave 1's last wgmma retired
+    "earlyret": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(store_early="after_retire")}),
     "sfb_async": lambda: pipeline_with({"stage_b_scales": StageBScales(async_copy=True, min_tile=0)}),
     "cublas": lambda: None,            # torch._scaled_mm on the same inputs (the config part is ignored)
     "trace": lambda: None,             # = default+trace: per-CTA milestone timestamps (timeline()); any

@@ -42,9 +42,13 @@ class StageFirstWaveEarly(Pass):
     name = "stage_first_wave_early"
     MAX_K_BLOCKS = EARLY_EPILOGUE_MAX_K_BLOCKS
 
-    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool = True):
+    def __init__(self, max_k_blocks: int = MAX_K_BLOCKS, store_early: bool | str = True):
         self.max_k_blocks = max_k_blocks
-        # also start wave 0's TMA store there (its own fence and barrier), not after wave 1's staging
+        # also start wave 0's TMA store there (its own fence and barrier), not after wave 1's staging;
+        # "after_retire": its fence, barrier and store right after wave 1's wgmma retired, before wave
+        # 1's promotion (the fence then finds the staging writes done: bench/TUNING.md step 101)
+        if store_early not in (True, False, "after_retire"):
+            raise ValueError(f"store_early must be True, False or 'after_retire', got {store_early!r}")
         self.store_early = store_early
 
     def run(self, kernel: Node) -> Node:
@@ -53,7 +57,7 @@ class StageFirstWaveEarly(Pass):
         if kernel.get("early_epilogue") == "off":    # the config's choice
             return kernel.with_attrs(early_staging="skipped: early_epilogue='off' in the config")
         # "staging" (the API's where the early store measured slower, fp8_gemm.early_store_loses: steps 94-96)
-        store_early = self.store_early and kernel.get("early_epilogue") != "staging"
+        store_early = self.store_early if kernel.get("early_epilogue") != "staging" else False
         body = []
         for r in kernel.body:
             if r.op is Op.WARPGROUP and "mma" in r.get("roles", ()):
@@ -61,7 +65,7 @@ class StageFirstWaveEarly(Pass):
             body.append(r)
         return kernel.with_body(body)
 
-    def rewrite(self, tloop: Node, store_early: bool) -> Node:
+    def rewrite(self, tloop: Node, store_early: bool | str) -> Node:
         if tloop.op is not Op.FOR or not tloop.get("overlap_epilogue") or tloop.get("early_staging"):
             return tloop
         if tloop.get("overlap_epilogue") != "next tile's first wgmma":
@@ -96,16 +100,17 @@ class StageFirstWaveEarly(Pass):
             return tloop.with_attrs(early_staging="skipped: the epilogue does not begin with a store wait and a sync")
         last = OverlapEpilogue.rename_block(list(kloop.body), {kloop.name: stop - 1}, "_kl")
         i_retire = next(i for i, c in enumerate(last) if c.op is Op.WGMMA_WAIT and i > i_mma1)
-        early = [store_wait, sync, stage0]
+        early, after_retire = [store_wait, sync, stage0], []
         moved = {id(store_wait), id(sync), id(stage0)}
         if store_early:
             fence = next((c for c in items[i_stage0:] if c.op is Op.SYNC and c.get("fence_async")), None)
             store0 = next((c for c in items[i_stage0:] if c.op is Op.TMA_STORE and not c.get("wave")), None)
             if fence is None or store0 is None:
                 return tloop.with_attrs(early_staging="skipped: no fenced sync and wave-0 TMA store to move")
-            early += [replace(fence), store0]       # the fenced sync stays for wave 1 as well
+            # the fenced sync stays for wave 1 as well
+            (after_retire if store_early == "after_retire" else early).extend([replace(fence), store0])
             moved.add(id(store0))
-        last = last[:i_retire] + early + last[i_retire:]
+        last = last[:i_retire] + early + last[i_retire:i_retire + 1] + after_retire + last[i_retire + 1:]
         shortened = replace(kloop, args=(start, stop - 1, step))
         out = []
         for c in items:
@@ -113,7 +118,9 @@ class StageFirstWaveEarly(Pass):
                 out += ([shortened] if stop - 1 > start else []) + last
             elif id(c) not in moved:
                 out.append(c)
-        how = "wave 0 staged" + (" and stored" if store_early else "") + " during wave 1's last wgmma"
+        how = "wave 0 staged" + {True: " and stored", False: ""}.get(store_early, "") + " during wave 1's last wgmma"
+        if store_early == "after_retire":
+            how += ", stored once it retired"
         return tloop.with_body(out).with_attrs(early_staging=how)
 
 

@@ -35,7 +35,7 @@ CASES = [  # (config, m): 256-row tiles, K blocks 5 and 2, a cluster sharing A, 
 ]
 
 
-@pytest.mark.parametrize("store_early", [False, True], ids=["staged", "staged+stored"])
+@pytest.mark.parametrize("store_early", [False, True, "after_retire"], ids=["staged", "staged+stored", "after_retire"])
 @pytest.mark.parametrize("fields,m", CASES)
 def test_early_staging_preserves_the_result_bitwise(fields, m, store_early):
     cfg = Fp8GemmConfig(**fields)
@@ -44,11 +44,17 @@ def test_early_staging_preserves_the_result_bitwise(fields, m, store_early):
               for p in _early_pipeline()]
     kern = run_pipeline(lower(cfg), passes, verify_each=True)
     tloop = _tile_loop(kern)
-    assert tloop.get("early_staging") == ("wave 0 staged and stored during wave 1's last wgmma" if store_early
-                                          else "wave 0 staged during wave 1's last wgmma")
+    assert tloop.get("early_staging") == {
+        True: "wave 0 staged and stored during wave 1's last wgmma", False: "wave 0 staged during wave 1's last wgmma",
+        "after_retire": "wave 0 staged during wave 1's last wgmma, stored once it retired"}[store_early]
     stores = [i for i, c in enumerate(tloop.body) if c.op is Op.TMA_STORE]
     stage1 = next(i for i, c in enumerate(tloop.body) if c.op is Op.STAGE_OUT and c.get("wave") == 1)
-    assert (stores[0] < stage1) == store_early       # wave 0's store leaves before wave 1 is staged
+    assert (stores[0] < stage1) == bool(store_early)     # wave 0's store leaves before wave 1 is staged
+    if store_early:     # before wave 1's last wgmma retires, or ("after_retire") right after it
+        ops = list(tloop.body)
+        stage0 = next(i for i, c in enumerate(ops) if c.op is Op.STAGE_OUT and not c.get("wave"))
+        retire = next(i for i, c in enumerate(ops) if c.op is Op.WGMMA_WAIT and i > stage0)
+        assert (stores[0] > retire) == (store_early == "after_retire")
     # wave 0's staging now sits between the last K block's wave-1 wgmma and its retire
     ops = list(tloop.body)
     stage0 = next(i for i, c in enumerate(ops) if c.op is Op.STAGE_OUT and not c.get("wave"))
