@@ -46,7 +46,8 @@ class StageFirstWaveEarly(Pass):
         self.max_k_blocks = max_k_blocks
         # also start wave 0's TMA store there (its own fence and barrier), not after wave 1's staging;
         # "after_retire": its fence, barrier and store right after wave 1's wgmma retired, before wave
-        # 1's promotion (the fence then finds the staging writes done: bench/TUNING.md step 101)
+        # 1's promotion (the fence then finds the staging writes done; measured no faster anywhere and
+        # as slow where each CTA keeps its m block: bench/TUNING.md step 101)
         if store_early not in (True, False, "after_retire"):
             raise ValueError(f"store_early must be True, False or 'after_retire', got {store_early!r}")
         self.store_early = store_early
