@@ -225,13 +225,19 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     early_epilogue (`fp8_gemm.settle_early_epilogue`)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
-        from .ops.fp8_gemm import early_store_loss, last_m0, settle_early_epilogue, settle_m_tail
-        c = Choice(settle_early_epilogue(settle_m_tail(c.config, m), m), c.source, c.detail)
+        from .ops import fp8_gemm as F
+        c = Choice(F.settle_early_epilogue(F.settle_m_tail(c.config, m), m), c.source, c.detail)
         if trace is not None:
-            bm = c.config.block_m
-            trace.append(f"m_tail: {c.config.m_tail} (the last m block holds {m - last_m0(m, bm)} of its {bm} rows)")
+            cfg, bm = c.config, c.config.block_m
+            walkers, tiles = F.walk_walkers(m, cfg)
+            rows, band = F.walk_rows(m, cfg)
+            rounds = F.walk_rounds(m, cfg)
+            trace.append(f"walk: {walkers} {'clusters' if cfg.cluster > 1 or cfg.split_cluster else 'CTAs'} over "
+                         f"{tiles} tiles ({rounds} round{'s' * (rounds != 1)}), {rows} rows of m blocks in bands of {band}"
+                         + ("; each walker keeps one m block" if F.walkers_keep_their_m_block(m, cfg) else ""))
+            trace.append(f"m_tail: {cfg.m_tail} (the last m block holds {m - F.last_m0(m, bm)} of its {bm} rows)")
             if c.config.early_epilogue != "on":
-                where = early_store_loss(m, c.config) or "in the entry's config"
+                where = F.early_store_loss(m, c.config) or "in the entry's config"
                 trace.append(f"early_epilogue: {c.config.early_epilogue} (no early store: it measured "
                              f"slower for 256-row tiles {where}, fp8_gemm.early_store_loses)")
     return c

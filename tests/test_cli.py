@@ -421,8 +421,10 @@ def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "224", "--n", "640", "--k", "7168", "--top", "3")
     assert rc == 0, err
     steps = [line.split(":")[0].strip() for line in out.splitlines() if line.startswith("  ") and ":" in line]
-    assert steps[:5] == ["measured", "nearby", "model", "analogous", "m_tail"]
+    assert steps[:6] == ["measured", "nearby", "model", "analogous", "walk", "m_tail"]
     assert "m_tail: fill (the last m block holds 32 of its 64 rows)" in out      # 32 rows: no shift
+    walk = next(line for line in out.splitlines() if line.startswith("  walk:"))
+    assert "rows of m blocks in bands of" in walk and "keeps" not in walk
     assert "width 72 -> 64" in out and "chosen   analogous (NVIDIA H200, 132 SMs, carried from N=576" in out
     assert "cost model (FIRST_FIT at M=224), best 3:" in out and out.count(" us  fp8_gemm_nt_n640") == 4
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384")

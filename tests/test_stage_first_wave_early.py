@@ -160,6 +160,8 @@ def test_the_choice_trace_names_the_kept_m_block():
     c = choose("fp8_gemm_nt", 2816, 32768, 512, "NVIDIA H200", 132, trace=trace)
     assert c.config.block_m == 256 and c.config.early_epilogue == "staging"
     assert any("where each walker of the grid keeps one m block" in line for line in trace), trace
+    assert "walk: 66 clusters over 1408 tiles (22 rounds), 11 rows of m blocks in bands of 16; each walker keeps " \
+           "one m block" in trace, trace
     for m, sms in ((1536, 128), (1024, 132)):    # 6 m blocks on 128 CTAs rotate; 4 on 132 are kept, but
         trace = []                                # M <= 1024 is the reason given
         c = choose("fp8_gemm_nt", m, 32768, 512, "NVIDIA H200", sms, trace=trace)

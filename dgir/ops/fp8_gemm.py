@@ -296,13 +296,19 @@ def walkers_keep_their_m_block(m: int, cfg: "Fp8GemmConfig") -> bool:
     walker steps t by the walker count, a multiple of the rows; and it walks more than one round.
     E.g. 2816 rows of 256-row tiles (11 m blocks) on 66 clusters, or 4096 (16) on 64."""
     walkers, tiles = walk_walkers(m, cfg)
-    pair_m = cfg.cluster > 1 and cfg.multicast == "B"        # as the walk in lower() pairs tiles
-    m_blocks = ceil_div(max(m, 1), cfg.block_m)
-    rows = ceil_div(m_blocks, cfg.cluster) if pair_m else m_blocks
-    band = max(1, cfg.swizzle_group // cfg.cluster) if pair_m else cfg.swizzle_group
+    rows, band = walk_rows(m, cfg)
     global_split = cfg.split_k > 1 and not cfg.split_cluster     # walks K slices: m block (t // split_k) mod rows
     return (rows <= band and walkers % rows == 0 and tiles > walkers
             and not cfg.stream_k and not global_split)
+
+
+def walk_rows(m: int, cfg: "Fp8GemmConfig") -> tuple[int, int]:
+    """(rows, band) of the tile order at M = m: the m blocks the walk steps through (pairs of them
+    where a cluster of two shares B), and how many of them one band of the L2-friendly order holds."""
+    pair_m = cfg.cluster > 1 and cfg.multicast == "B"        # as the walk in lower() pairs tiles
+    m_blocks = ceil_div(max(m, 1), cfg.block_m)
+    rows = ceil_div(m_blocks, cfg.cluster) if pair_m else m_blocks
+    return rows, (max(1, cfg.swizzle_group // cfg.cluster) if pair_m else cfg.swizzle_group)
 
 
 def launch_scalar(name: str, m: int, attrs: dict) -> int:
