@@ -341,11 +341,12 @@ class Choose:
         for line in steps:
             print(f"  {line}")
         print(f"chosen   {choice.describe()}\n         {choice.config.kernel_name()}")
-        from .ops.fp8_gemm_model import FIRST_FIT, candidate_configs, config_seconds, params_for
+        from .ops.fp8_gemm_model import FIRST_FIT, ONE_BLOCK_192, candidate_configs, config_seconds, params_for
         params = params_for(args.m)
+        label = "FIRST_FIT" if params is FIRST_FIT else "ONE_BLOCK_192" if params is ONE_BLOCK_192 else "REFIT"
         ranked = sorted(candidate_configs(args.m, args.n, args.k, args.sms),
                         key=lambda c: config_seconds(args.m, args.n, args.k, c, params))
-        print(f"cost model ({'FIRST_FIT' if params is FIRST_FIT else 'REFIT'} at M={args.m}), best {args.top}:")
+        print(f"cost model ({label} at M={args.m}), best {args.top}:")
         for c in ranked[:args.top]:
             print(f"  {config_seconds(args.m, args.n, args.k, c, params) * 1e6:8.1f} us  {c.kernel_name()}")
         if choice.source != "model":

@@ -9,7 +9,7 @@ measurements.  Measured configs (dgir/tuned, DG_AUTOTUNE=1) take precedence over
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
                        max_stages, three_warpgroup_spill)
@@ -78,8 +78,20 @@ GPC_SMS = ((6, 16), (2, 18))
 CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 
 
+# 128 < M <= 192: one 192-row m block holds every row where 128-row tiles need a second, mostly empty
+# one.  The first fit has no 192-row measurement (its formula rates 192x64 like 128x64, 0.30-0.32), so
+# it kept 128x128 there, measured up to 1.5x slower than 192x64 (spec 157: 160x7680x7680 40.9 us
+# against 27.0; spec 214: 176x7552x11776 54.7 against cuBLAS's 43.9).  These entries are the refit's
+# 192-row efficiencies relative to its 128x128 (0.881x, 1.100x), scaled to the first fit's 128x128
+# (bench/TUNING.md step 102); above M = 192 a 192-row tile needs two m blocks and the first fit stands.
+ONE_BLOCK_192_MAX_M = 192
+ONE_BLOCK_192 = replace(FIRST_FIT, tc_table=FIRST_FIT.tc_table + ((192, 64, 0.427), (192, 128, 0.534)))
+
+
 def params_for(m: int) -> ModelParams:
-    return FIRST_FIT if m <= FIRST_FIT_MAX_M else REFIT
+    if m > FIRST_FIT_MAX_M:
+        return REFIT
+    return ONE_BLOCK_192 if 128 < m <= ONE_BLOCK_192_MAX_M else FIRST_FIT
 
 
 def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT) -> float:
