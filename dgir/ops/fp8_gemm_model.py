@@ -53,9 +53,9 @@ class ModelParams:
     tc_block_m: tuple = ((64, 0.85), (128, 1.0), (192, 1.0), (256, 1.05))
     tc_straddle: float = 0.82        # narrower than 128 (48, 80, 96, 104, 112, 120 ...)
     tc_straddle_wide: float = 0.82   # wider than 128, besides tc_wide / tc_wide_odd
-    # (BLOCK_M, BLOCK_N, e) measured on unsplit tiles only: a split-K config of such a tile keeps
-    # tc_table's entry or the formula
-    unsplit_table: tuple = ()
+    # (BLOCK_M, BLOCK_N, e) measured on single-CTA tiles (no split-K, no cluster) only: a split or
+    # clustered config of such a tile keeps tc_table's entry or the formula
+    single_cta_table: tuple = ()
 
 
 # M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
@@ -86,12 +86,13 @@ CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (Fa
 # it kept 128x128 there, measured up to 1.5x slower than 192x64 (spec 157: 160x7680x7680 40.9 us
 # against 27.0; spec 214: 176x7552x11776 54.7 against cuBLAS's 43.9).  These entries are the refit's
 # 192-row efficiencies relative to its 128x128 (0.881x, 1.100x), scaled to the first fit's 128x128
-# (bench/TUNING.md step 102), for unsplit tiles: with them the model also picked 192-row global
-# splits no spec had timed, which the chooser then replaced by carried configs measured 5% slower
-# than the first fit's picks (spec 216: 172x3520x10240).  Above M = 192 a 192-row tile needs two m
-# blocks and the first fit stands.
+# (bench/TUNING.md step 102), for single-CTA tiles: with them for every config the model also
+# picked 192-row global splits no spec had timed (the chooser then replaced them by carried configs,
+# 5% slower than the first fit's picks at 172x3520x10240, spec 216) and 192x64 in clusters of two,
+# 0.73-0.99x as fast as the same tile alone at ten shapes (spec 217).  Above M = 192 a 192-row tile
+# needs two m blocks and the first fit stands.
 ONE_BLOCK_192_MAX_M = 192
-ONE_BLOCK_192 = replace(FIRST_FIT, unsplit_table=((192, 64, 0.427), (192, 128, 0.534)))
+ONE_BLOCK_192 = replace(FIRST_FIT, single_cta_table=((192, 64, 0.427), (192, 128, 0.534)))
 
 
 def params_for(m: int) -> ModelParams:
@@ -100,8 +101,10 @@ def params_for(m: int) -> ModelParams:
     return ONE_BLOCK_192 if 128 < m <= ONE_BLOCK_192_MAX_M else FIRST_FIT
 
 
-def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT, split_k: int = 1) -> float:
-    for bm, bn, e in (params.unsplit_table if split_k == 1 else ()) + params.tc_table:
+def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT, split_k: int = 1,
+                  cluster: int = 1) -> float:
+    single = params.single_cta_table if split_k == 1 and cluster == 1 else ()
+    for bm, bn, e in single + params.tc_table:
         if (bm, bn) == (block_m, block_n):
             return e
     P = params
@@ -138,7 +141,7 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
         resident = sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS)
         waves = ceil_div(tiles, max(1, resident))
-    per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k)
+    per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)
     t_tc = waves * ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
