@@ -7,10 +7,10 @@ Data: every timed row of the current kernels, variant "default" (no ablation), r
 from the kernel name: bench/results/raw/tune{110..}_exp.json (since the L2 hint of step 61 and the
 re-sweep of step 63; not RULE_SPECS) and the default rows of bench/results/fp8_gemm_nt.json; repeated timings of a
 config at a shape count once, by their median.  Reported per regime (M <= FIRST_FIT_MAX_M, where
-the API's choice uses FIRST_FIT, and above, REFIT; REFIT is fitted on every row above M = 128) for
-both constant sets: the geometric-mean |log(measured / model)| error, and over the shapes with several
-measured configs, the regret of the chooser's pick (its measured time over the best measured time)
-and how many of its picks were never measured (the fit cannot vouch for those: time them, add the
+the API's choice uses FIRST_FIT, or at 128 < M <= 192 ONE_BLOCK_192, and above, REFIT; REFIT is
+fitted on every row above M = 128) for each constant set: the geometric-mean |log(measured /
+model)| error, and over the shapes with several measured configs, the regret of the chooser's pick
+(its measured time over the best measured time) and how many of its picks were never measured (the fit cannot vouch for those: time them, add the
 spec here, refit; bench/TUNING.md steps 45 and 84).
 """
 from __future__ import annotations
@@ -25,8 +25,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 from dgir.ops.fp8_gemm import MATH_ORDERS, NUM_SMS, Fp8GemmConfig
-from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, REFIT, ModelParams, choose_config,
-                                     config_seconds, least, tc_efficiency)
+from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, ONE_BLOCK_192, ONE_BLOCK_192_MAX_M, REFIT, ModelParams,
+                                     choose_config, config_seconds, least, tc_efficiency)
 
 ROOT = Path(__file__).resolve().parent / "results"
 FIRST_SPEC = 110
@@ -190,10 +190,14 @@ def main():
     rows = load_rows()
     small = [r for r in rows if r[0] <= FIRST_FIT_MAX_M]
     large = [r for r in rows if r[0] > FIRST_FIT_MAX_M]
+    one_block = [r for r in rows if 128 < r[0] <= ONE_BLOCK_192_MAX_M]
     print(f"{len(rows)} configs at {len({r[:3] for r in rows})} shapes from {len(data_files())} files")
-    for label, part in ((f"M <= {FIRST_FIT_MAX_M}", small), (f"M > {FIRST_FIT_MAX_M}", large)):
+    for label, part in ((f"M <= {FIRST_FIT_MAX_M}", small), (f"of them 128 < M <= {ONE_BLOCK_192_MAX_M}", one_block),
+                        (f"M > {FIRST_FIT_MAX_M}", large)):
         print(f"{label} ({len(part)} configs):")
         report(part, "FIRST_FIT", FIRST_FIT)
+        if part is one_block:
+            report(part, "ONE_BLOCK_192", ONE_BLOCK_192)
         report(part, "REFIT", REFIT)
         measured, unmeasured, regret = picks(part)
         print(f"  choose_config (the API's model choice): {measured} picks measured (regret x{regret:.3f}), "
