@@ -3,8 +3,8 @@
 # full benchmark and optional tuning experiments, everything bounded by timeouts and unbuffered so
 # that a hang still leaves its output under $OUT.
 #
-# Here (build the wheel; lark's wheel must sit beside it in .whl/, which git ignores):
-#     rm -f .whl/dgir-* && pip wheel -q --no-deps -w .whl .
+# Here (dgir's wheel and lark's in .whl/, which git ignores):
+#     bash bench/device_wheels.sh
 # There (carry .whl; $OUT is the folder that comes back):
 #     DGIR_GIT_REV=<commit> bash bench/h200_session.sh [tests|bench|exp SPECFILE]...
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
