@@ -430,6 +430,9 @@ def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384")
     assert rc == 0 and "  measured: fp8_gemm_nt_n7168_k16384_bm256_bn128" in out and "nearby" not in out
     assert "(REFIT at M=4096)" in out
+    # 128 < M <= 192: the first fit with the single-CTA 192-row entries (bench/TUNING.md step 102)
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "176", "--n", "7552", "--k", "11776", "--top", "2")
+    assert rc == 0 and "(ONE_BLOCK_192 at M=176)" in out and "  model: fp8_gemm_nt_n7552_k11776_bm192_bn64_s6" in out
     # a nearby pick lists every entry it weighed, with its time scaled by the load at this M (step 87)
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4097", "--n", "32768", "--k", "512")
     weighed = [line for line in out.splitlines() if line.startswith("    entry at M=")]
