@@ -1,6 +1,6 @@
 """Fit the cost model's constants (dgir.ops.fp8_gemm_model.ModelParams) to committed measurements.
 
-    python bench/fit_model.py                 # report both constant sets against the data
+    python bench/fit_model.py                 # report the constant sets against the data
     python bench/fit_model.py --fit           # coordinate search from REFIT on M > 128; prints the result
 
 Data: every timed row of the current kernels, variant "default" (no ablation), read back to its config
@@ -10,8 +10,9 @@ config at a shape count once, by their median.  Reported per regime (M <= FIRST_
 the API's choice uses FIRST_FIT, or at 128 < M <= 192 ONE_BLOCK_192, and above, REFIT; REFIT is
 fitted on every row above M = 128) for each constant set: the geometric-mean |log(measured /
 model)| error, and over the shapes with several measured configs, the regret of the chooser's pick
-(its measured time over the best measured time) and how many of its picks were never measured (the fit cannot vouch for those: time them, add the
-spec here, refit; bench/TUNING.md steps 45 and 84).
+(its measured time over the best measured time) and how many of its picks were never measured
+(the fit cannot vouch for those: time them, add the spec here, refit; bench/TUNING.md steps 45
+and 84).
 """
 from __future__ import annotations
 

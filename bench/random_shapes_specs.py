@@ -47,6 +47,19 @@ Spec 178: a fresh draw at the end of step 86 (the API settling m_tail per call).
 Spec 182: a fresh draw at the end of step 87 (the wide nearby rule, the B-sharing shift).
 
     python bench/random_shapes_specs.py --seed 182 --m-multiple 4 > bench/specs/tune182.txt
+
+Spec 214: a fresh draw at the end of step 101.
+
+    python bench/random_shapes_specs.py --seed 214 --m-multiple 4 > bench/specs/tune214.txt
+
+Specs 216-217 (step 102) held out forms of the cost model's ONE_BLOCK_192 band that no longer exist
+(the entries for every config, then for unsplit tiles), drawn the way `wider_192_lines` draws.
+Spec 219 (--wider-192): the single-CTA 192-row widths other than 64 and 128 rated like 192x64 (the
+first fit's formula x WIDER_192) at 128 < M <= 192: 14 random shapes (M a multiple of 4 in 132..192)
+where that changes the API's choice; the current choice, the variant's, the first fit's where it
+differs from both, cuBLAS; forward then reversed.
+
+    python bench/random_shapes_specs.py --wider-192 > bench/specs/tune219.txt
 """
 import argparse
 import math
@@ -113,7 +126,51 @@ def m_tail_lines():
     return out
 
 
+WIDER_192 = 1.335      # 192x64's single-CTA entry over the first fit's formula for it (0.427 / 0.32)
+
+
+def wider_192_lines(seed=219, count=14):
+    from dataclasses import replace
+
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    base = model.ONE_BLOCK_192
+    have = {bn for _, bn, _ in base.single_cta_table}
+    wider = tuple((192, bn, model.tc_efficiency(192, bn, model.FIRST_FIT) * WIDER_192)
+                  for bn in range(8, 129, 8) if bn not in have)
+    variant = replace(base, single_cta_table=base.single_cta_table + wider)
+    params_for = model.params_for
+
+    def choice(m, n, k, params):
+        model.params_for = lambda mm: params if 128 < mm <= model.ONE_BLOCK_192_MAX_M else params_for(mm)
+        try:
+            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        finally:
+            model.params_for = params_for
+
+    rng = random.Random(seed)
+    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
+    groups = []
+    while len(groups) < count:
+        m = 4 * rng.randint(33, 48)
+        n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
+        k = 512 * rng.randint(1, 32)
+        if 2 * m * n * k > 2e12:
+            continue
+        cur, var = choice(m, n, k, base), choice(m, n, k, variant)
+        if var == cur:
+            continue
+        old = choice(m, n, k, model.FIRST_FIT)
+        groups.append([spec(m, c) + mt(c) for c in (cur, var) + ((old,) if old not in (cur, var) else ())]
+                      + [f"{m},{n},{k}::cublas"])
+    return [line for g in groups for line in g]
+
+
 if __name__ == "__main__":
+    if "--wider-192" in sys.argv[1:]:
+        fwd = wider_192_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
     if "--m-tail" in sys.argv[1:]:
         fwd = m_tail_lines()
         print("\n".join(fwd + fwd[::-1]))

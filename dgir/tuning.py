@@ -237,7 +237,7 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
                          + ("; each walker keeps one m block" if F.walkers_keep_their_m_block(m, cfg) else ""))
             trace.append(f"m_tail: {cfg.m_tail} (the last m block holds {m - F.last_m0(m, bm)} of its {bm} rows)")
             if c.config.early_epilogue != "on":
-                where = F.early_store_loss(m, c.config) or "in the entry's config"
+                where = F.early_store_loses(m, c.config) or "in the entry's config"
                 trace.append(f"early_epilogue: {c.config.early_epilogue} (no early store: it measured "
                              f"slower for 256-row tiles {where}, fp8_gemm.early_store_loses)")
     return c

@@ -271,17 +271,13 @@ def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     return cfg
 
 
-def early_store_loses(m: int, cfg: "Fp8GemmConfig") -> bool:
-    """Where wave 0's early TMA store measured slower than a late one for a 256-row tile: M <= 1024 at
-    any K; for tiles of at most 4 K blocks, up to M = 1792, and at any M where each walker keeps one m
-    block (walkers_keep_their_m_block: there the store cost 3-12% in every case timed, specs 204-207).
+def early_store_loses(m: int, cfg: "Fp8GemmConfig") -> str:
+    """Where wave 0's early TMA store measured slower than a late one for a 256-row tile, as the
+    reason `dgir choose` reports ("" where it did not): M <= 1024 at any K; for tiles of at most 4 K
+    blocks, up to M = 1792, and at any M where each walker keeps one m block
+    (walkers_keep_their_m_block: there the store cost 3-12% in every case timed, specs 204-207).
     Below M = 1792 it also loses 1-5% on grids that rotate; what the fixed walk does to the store was
     narrowed, not explained (bench/TUNING.md step 97: every CTA of the walk runs slower, not a few)."""
-    return bool(early_store_loss(m, cfg))
-
-
-def early_store_loss(m: int, cfg: "Fp8GemmConfig") -> str:
-    """Which of early_store_loses' cases holds at M = m ("" for none), as `dgir choose` reports it."""
     short = cfg.k_blocks_per_split <= EARLY_STORE_SHORT_K_BLOCKS
     if m <= EARLY_STORE_OFF_MAX_M or (short and m <= EARLY_STORE_OFF_SHORT_K_MAX_M):
         return "at this M and K"
