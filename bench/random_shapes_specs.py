@@ -60,6 +60,15 @@ where that changes the API's choice; the current choice, the variant's, the firs
 differs from both, cuBLAS; forward then reversed.
 
     python bench/random_shapes_specs.py --wider-192 > bench/specs/tune219.txt
+
+Spec 220: a fresh draw at the end of step 102.
+
+    python bench/random_shapes_specs.py --seed 220 --m-multiple 4 > bench/specs/tune220.txt
+
+Spec 221 (--narrow-192, step 103): in the same band, 192x72 and 192x80 at one efficiency
+(NARROW_192), and 192x88 with them: 16 random shapes where either changes the API's choice.
+
+    python bench/random_shapes_specs.py --narrow-192 > bench/specs/tune221.txt
 """
 import argparse
 import math
@@ -127,22 +136,21 @@ def m_tail_lines():
 
 
 WIDER_192 = 1.335      # 192x64's single-CTA entry over the first fit's formula for it (0.427 / 0.32)
+# spec 221: 192x72 and 192x80 (variant A; with 192x88, B) at one efficiency, 0.42, the value that left the
+# least regret over the band's committed timings (specs <= 220: x1.0567 -> x1.0489, no more untimed picks)
+NARROW_192 = 0.42
 
 
-def wider_192_lines(seed=219, count=14):
-    from dataclasses import replace
-
+def band_192_lines(variants, seed, count, shown=()):
+    """Spec lines at 128 < M <= 192 (M a multiple of 4): `count` random shapes where a variant of the
+    model's constants there (`variants`, ModelParams) changes the API's choice: the current choice,
+    each variant's and each `shown` one's (once each), cuBLAS."""
     from dgir import tuning
     from dgir.ops import fp8_gemm_model as model
-    base = model.ONE_BLOCK_192
-    have = {bn for _, bn, _ in base.single_cta_table}
-    wider = tuple((192, bn, model.tc_efficiency(192, bn, model.FIRST_FIT) * WIDER_192)
-                  for bn in range(8, 129, 8) if bn not in have)
-    variant = replace(base, single_cta_table=base.single_cta_table + wider)
     params_for = model.params_for
 
-    def choice(m, n, k, params):
-        model.params_for = lambda mm: params if 128 < mm <= model.ONE_BLOCK_192_MAX_M else params_for(mm)
+    def choice(m, n, k, p):
+        model.params_for = lambda mm: p if 128 < mm <= model.ONE_BLOCK_192_MAX_M else params_for(mm)
         try:
             return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
         finally:
@@ -157,16 +165,42 @@ def wider_192_lines(seed=219, count=14):
         k = 512 * rng.randint(1, 32)
         if 2 * m * n * k > 2e12:
             continue
-        cur, var = choice(m, n, k, base), choice(m, n, k, variant)
-        if var == cur:
-            continue
-        old = choice(m, n, k, model.FIRST_FIT)
-        groups.append([spec(m, c) + mt(c) for c in (cur, var) + ((old,) if old not in (cur, var) else ())]
-                      + [f"{m},{n},{k}::cublas"])
+        configs = [choice(m, n, k, p) for p in [model.ONE_BLOCK_192, *variants]]
+        if len(set(configs)) > 1:
+            configs = list(dict.fromkeys(configs + [choice(m, n, k, p) for p in shown]))
+            groups.append([spec(m, c) + mt(c) for c in configs] + [f"{m},{n},{k}::cublas"])
     return [line for g in groups for line in g]
 
 
+def with_single_cta(entries):
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    base = model.ONE_BLOCK_192
+    return replace(base, single_cta_table=base.single_cta_table + tuple(entries))
+
+
+def wider_192_lines(seed=219, count=14):
+    """Spec 219: every other single-CTA width (8-128) rated like 192x64; the first fit's choice too
+    where it differs from both."""
+    from dgir.ops import fp8_gemm_model as model
+    have = {bn for _, bn, _ in model.ONE_BLOCK_192.single_cta_table}
+    wider = with_single_cta((192, bn, model.tc_efficiency(192, bn, model.FIRST_FIT) * WIDER_192)
+                            for bn in range(8, 129, 8) if bn not in have)
+    return band_192_lines([wider], seed, count, shown=[model.FIRST_FIT])
+
+
+def narrow_192_lines(seed=221, count=16):
+    """Spec 221: 192x72 and 192x80 (A), and 192x88 with them (B), at NARROW_192."""
+    return band_192_lines([with_single_cta((192, bn, NARROW_192) for bn in widths)
+                           for widths in ((72, 80), (72, 80, 88))], seed, count)
+
+
 if __name__ == "__main__":
+    if "--narrow-192" in sys.argv[1:]:
+        fwd = narrow_192_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
     if "--wider-192" in sys.argv[1:]:
         fwd = wider_192_lines()
         print("\n".join(fwd + fwd[::-1]))
