@@ -69,6 +69,12 @@ Spec 221 (--narrow-192, step 103): in the same band, 192x72 and 192x80 at one ef
 (NARROW_192), and 192x88 with them: 16 random shapes where either changes the API's choice.
 
     python bench/random_shapes_specs.py --narrow-192 > bench/specs/tune221.txt
+
+Spec 223 (--one-round-clusters, step 103): above M = 320, multicast clusters as candidates from half
+a round of tiles (spec 222: 3776x384x13312, 120 tiles of 192x64, ran 40.7 us in clusters of two,
+46.4 alone, cuBLAS 44.0).
+
+    python bench/random_shapes_specs.py --one-round-clusters > bench/specs/tune223.txt
 """
 import argparse
 import math
@@ -196,7 +202,47 @@ def narrow_192_lines(seed=221, count=16):
                            for widths in ((72, 80), (72, 80, 88))], seed, count)
 
 
+def one_round_cluster_lines(seed=223, count=20):
+    """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
+    (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
+    log-uniform in 324..8192) where that changes the API's choice: the current choice, the variant's,
+    cuBLAS.  Then the coverage shape 512x4096x7168 (one round of 128x128, below cuBLAS) with both
+    clusters beside its table config."""
+    from dataclasses import replace
+
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    params_for = model.params_for
+    variant = replace(model.REFIT, cluster_min_rounds=0.5)
+
+    def choice(m, n, k, p):
+        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
+        try:
+            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        finally:
+            model.params_for = params_for
+
+    rng = random.Random(seed)
+    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
+    out = []
+    while len(out) < 3 * count:
+        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
+        n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
+        k = 512 * rng.randint(1, 32)
+        if 2 * m * n * k > 2e12:
+            continue
+        cur, var = choice(m, n, k, model.REFIT), choice(m, n, k, variant)
+        if cur != var:
+            out += [spec(m, cur) + mt(cur), spec(m, var) + mt(var), f"{m},{n},{k}::cublas"]
+    return out + ["512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A",
+                  "512,4096,7168:bm=128,bn=128,s=5,cl=2B", "512,4096,7168::cublas"]
+
+
 if __name__ == "__main__":
+    if "--one-round-clusters" in sys.argv[1:]:
+        fwd = one_round_cluster_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
     if "--narrow-192" in sys.argv[1:]:
         fwd = narrow_192_lines()
         print("\n".join(fwd + fwd[::-1]))

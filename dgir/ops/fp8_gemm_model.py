@@ -56,6 +56,8 @@ class ModelParams:
     # (BLOCK_M, BLOCK_N, e) measured on single-CTA tiles (no split-K, no cluster) only: a split or
     # clustered config of such a tile keeps tc_table's entry or the formula
     single_cta_table: tuple = ()
+    # 2-CTA multicast clusters are candidates from this many rounds of tiles over the SMs
+    cluster_min_rounds: float = 2.0
 
 
 # M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
@@ -90,9 +92,14 @@ CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (Fa
 # picked 192-row global splits no spec had timed (the chooser then replaced them by carried configs,
 # 5% slower than the first fit's picks at 172x3520x10240, spec 216) and 192x64 in clusters of two,
 # 0.73-0.99x as fast as the same tile alone at ten shapes (spec 217).  Above M = 192 a 192-row tile
-# needs two m blocks and the first fit stands.
+# needs two m blocks and the first fit stands.  192x72, 192x80 and 192x88 (step 103): the first fit's
+# formula rated them 0.28-0.32, below 64x128 two per SM, which it then picked although every committed
+# shape that timed both ran a 192-row tile 1-18% faster (144x10240x4608 192x80 23.2 us, 64x128 o2
+# 28.2); at 0.42, the value that left the least regret over the band's committed timings, held out on
+# 16 random shapes (spec 221) they took 0.927x the time (worst 1.060x at 172x10688x1024, 11 us).
 ONE_BLOCK_192_MAX_M = 192
-ONE_BLOCK_192 = replace(FIRST_FIT, single_cta_table=((192, 64, 0.427), (192, 128, 0.534)))
+ONE_BLOCK_192 = replace(FIRST_FIT, single_cta_table=((192, 64, 0.427), (192, 128, 0.534), (192, 72, 0.42),
+                                                     (192, 80, 0.42), (192, 88, 0.42)))
 
 
 def params_for(m: int) -> ModelParams:
@@ -159,7 +166,7 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     return max(t_tc, t_chain, t_dram, t_l2) + P.launch + t_split
 
 
-def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
+def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B when there are several waves | two CTAs per SM
     for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
@@ -167,6 +174,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
     configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23),
     and the refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage
     shapes where no such config was ever timed; the tuned table chooses it where measured."""
+    cluster_min_tiles = (params or params_for(m)).cluster_min_rounds * num_sms
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 192, 256):
@@ -185,7 +193,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS):
                         continue
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
-                    if sk == 1 and occ == 1 and tiles >= 2 * num_sms:
+                    if sk == 1 and occ == 1 and tiles >= cluster_min_tiles:
                         for mc, rows in (("A", bm), ("B", bn)):
                             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                                 cluster=2, multicast=mc)
@@ -206,6 +214,6 @@ def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConf
 
 
 def least(m, n, k, num_sms: int, params: ModelParams) -> Fp8GemmConfig:
-    return min(candidate_configs(m, n, k, num_sms),
+    return min(candidate_configs(m, n, k, num_sms, params),
                key=lambda c: (config_seconds(m, n, k, c, params), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
                               -c.block_m))
