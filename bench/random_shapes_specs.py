@@ -75,6 +75,15 @@ a round of tiles (spec 222: 3776x384x13312, 120 tiles of 192x64, ran 40.7 us in 
 46.4 alone, cuBLAS 44.0).
 
     python bench/random_shapes_specs.py --one-round-clusters > bench/specs/tune223.txt
+
+Spec 224 (--recheck-88-wide-96, step 103): specs 216-217's shapes where the API now runs an untimed
+192x88, against the 192x64 timed there; and a 192x96 entry held out on 16 random shapes of the band.
+
+    python bench/random_shapes_specs.py --recheck-88-wide-96 > bench/specs/tune224.txt
+
+Spec 225: a fresh draw at the end of step 103.
+
+    python bench/random_shapes_specs.py --seed 225 --m-multiple 4 > bench/specs/tune225.txt
 """
 import argparse
 import math
@@ -202,6 +211,30 @@ def narrow_192_lines(seed=221, count=16):
                            for widths in ((72, 80), (72, 80, 88))], seed, count)
 
 
+def narrow_192_recheck_lines():
+    """Spec 224, first part: the shapes of specs 216-217 where the API now runs an untimed 192x88
+    (step 103): that config and the 192x64 alone timed there, cuBLAS."""
+    import json
+
+    from dgir import tuning
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw")
+    out = []
+    for number in (216, 217):
+        with open(os.path.join(root, f"tune{number}_exp.json")) as f:
+            shapes_timed = dict.fromkeys((r["m"], r["n"], r["k"]) for r in json.load(f)["rows"])
+        for m, n, k in shapes_timed:
+            cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+            if (cfg.block_m, cfg.block_n) == (192, 88) and f"{m},{n},{k}::cublas" not in out:
+                out += [spec(m, cfg), f"{m},{n},{k}:bm=192,bn=64,s=6", f"{m},{n},{k}::cublas"]
+    return out
+
+
+def wide_96_lines(seed=224, count=16):
+    """Spec 224, second part: a 192x96 single-CTA entry at 0.44 (spec 219: 192x96 0.936-0.948x the
+    time of 192x64 / 192x128 at three shapes, 1.018x at a fourth)."""
+    return band_192_lines([with_single_cta([(192, 96, 0.44)])], seed, count)
+
+
 def one_round_cluster_lines(seed=223, count=20):
     """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
     (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
@@ -239,6 +272,10 @@ def one_round_cluster_lines(seed=223, count=20):
 
 
 if __name__ == "__main__":
+    if "--recheck-88-wide-96" in sys.argv[1:]:
+        fwd = narrow_192_recheck_lines() + wide_96_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
     if "--one-round-clusters" in sys.argv[1:]:
         fwd = one_round_cluster_lines()
         print("\n".join(fwd + fwd[::-1]))
