@@ -84,6 +84,12 @@ Spec 224 (--recheck-88-wide-96, step 103): specs 216-217's shapes where the API 
 Spec 225: a fresh draw at the end of step 103.
 
     python bench/random_shapes_specs.py --seed 225 --m-multiple 4 > bench/specs/tune225.txt
+
+Spec 226 (step 103): candidates at spec 225's three shapes nearest cuBLAS or behind
+(bench/specs/tune226a.txt, written by hand), then (--narrow-n-clusters) multicast clusters from half
+a round of tiles where N <= 512 and K >= 4096, on 16 random shapes where that changes the choice.
+
+    python bench/random_shapes_specs.py --narrow-n-clusters > bench/specs/tune226b.txt
 """
 import argparse
 import math
@@ -235,6 +241,46 @@ def wide_96_lines(seed=224, count=16):
     return band_192_lines([with_single_cta([(192, 96, 0.44)])], seed, count)
 
 
+def narrow_n_cluster_lines(seed=226, count=16):
+    """Spec 226, second part: where N <= 512 and K >= 4096 above M = 320 (the region of spec 222-223's
+    cluster wins: 3776x384x13312 0.88x, 6140x448x11776 0.92x), tiles of at least 128x64 also in
+    2-CTA multicast clusters below two rounds of tiles (spec 223's narrower cluster picks lost):
+    `count` random shapes there (M a multiple of 4, log-uniform in 324..8192) where that changes the
+    API's choice: the current choice, the variant's, cuBLAS."""
+    from dataclasses import replace
+
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    candidates = model.candidate_configs
+
+    def with_clusters(m, n, k, num_sms=132, params=None):
+        for c in candidates(m, n, k, num_sms, params):
+            yield c
+            if (c.split_k == 1 and c.ctas_per_sm == 1 and c.cluster == 1 and c.block_m >= 128 and c.block_n >= 64
+                    and -(-m // c.block_m) * c.n_blocks < 2 * num_sms):
+                for mc, rows in (("A", c.block_m), ("B", c.block_n)):
+                    if rows % 16 == 0 and (mc == "B" or c.n_blocks % 2 == 0):
+                        yield replace(c, cluster=2, multicast=mc)
+
+    def choice(m, n, k, variant):
+        model.candidate_configs = with_clusters if variant else candidates
+        try:
+            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        finally:
+            model.candidate_configs = candidates
+
+    rng = random.Random(seed)
+    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
+    out = []
+    while len(out) < 3 * count:
+        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
+        n, k = 64 * rng.randint(4, 8), 512 * rng.randint(8, 32)
+        cur, var = choice(m, n, k, False), choice(m, n, k, True)
+        if cur != var:
+            out += [spec(m, cur) + mt(cur), spec(m, var) + mt(var), f"{m},{n},{k}::cublas"]
+    return out
+
+
 def one_round_cluster_lines(seed=223, count=20):
     """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
     (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
@@ -274,6 +320,10 @@ def one_round_cluster_lines(seed=223, count=20):
 if __name__ == "__main__":
     if "--recheck-88-wide-96" in sys.argv[1:]:
         fwd = narrow_192_recheck_lines() + wide_96_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
+    if "--narrow-n-clusters" in sys.argv[1:]:
+        fwd = narrow_n_cluster_lines()
         print("\n".join(fwd + fwd[::-1]))
         raise SystemExit
     if "--one-round-clusters" in sys.argv[1:]:

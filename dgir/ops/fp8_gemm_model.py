@@ -96,10 +96,11 @@ CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (Fa
 # formula rated them 0.28-0.32, below 64x128 two per SM, which it then picked although every committed
 # shape that timed both ran a 192-row tile 1-18% faster (144x10240x4608 192x80 23.2 us, 64x128 o2
 # 28.2); at 0.42, the value that left the least regret over the band's committed timings, held out on
-# 16 random shapes (spec 221) they took 0.927x the time (worst 1.060x at 172x10688x1024, 11 us).
+# 16 random shapes (spec 221) they took 0.927x the time (worst 1.060x at 172x10688x1024, 11 us).  192x96
+# at 0.44 in place of 192x64 / 192x128: 0.952x the time on 16 more (spec 224, worst 1.035x).
 ONE_BLOCK_192_MAX_M = 192
 ONE_BLOCK_192 = replace(FIRST_FIT, single_cta_table=((192, 64, 0.427), (192, 128, 0.534), (192, 72, 0.42),
-                                                     (192, 80, 0.42), (192, 88, 0.42)))
+                                                     (192, 80, 0.42), (192, 88, 0.42), (192, 96, 0.44)))
 
 
 def params_for(m: int) -> ModelParams:
