@@ -467,6 +467,38 @@ def test_narrow_192_entries_beat_two_64_row_ctas_where_timed():
         assert new.block_n in (72, 80, 88)
 
 
+def test_narrow_n_clusters_against_their_held_out_timings():
+    """Spec 226 (bench/TUNING.md step 103): at 16 random shapes with N <= 512, K >= 4096, M > 320 the
+    choice without and with multicast clusters below two rounds of tiles, beside cuBLAS.  The API now
+    runs the clustered config, timed at every shape: 0.97x the other's time in geomean, at most 2%
+    slower at any (medians of two timings)."""
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune226b_exp.json").read_text())["rows"]
+    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
+    times = {}
+    for r in rows:
+        times.setdefault((r["m"], r["n"], r["k"]), {}).setdefault(r["kernel"], []).append(r["ms"])
+    ratios = []
+    for (m, n, k), by_kernel in times.items():
+        med = {name: statistics.median(v) for name, v in by_kernel.items()}
+        chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
+        assert chosen.cluster == 2 and chosen.kernel_name() in med, (m, n, k, chosen.kernel_name())
+        other, = (v for name, v in med.items() if name not in ("cublas", chosen.kernel_name()))
+        ratios.append(med[chosen.kernel_name()] / other)
+    assert len(ratios) == 16 and max(ratios) < 1.02
+    assert statistics.geometric_mean(ratios) < 0.98
+
+
+def test_clusters_below_two_rounds_only_at_narrow_n():
+    """Above M = 320, 2-CTA clusters of tiles of at least 128x64 are candidates below two rounds of
+    tiles only where N <= 512 and K >= 4096 (spec 223: for every N, 1.009x the time)."""
+    from dgir.ops.fp8_gemm_model import candidate_configs
+    one_round = lambda m, n, k: [c for c in candidate_configs(m, n, k, 132)   # noqa: E731
+                                 if c.cluster == 2 and -(-m // c.block_m) * c.n_blocks < 264]
+    assert {(c.block_m, c.block_n) for c in one_round(4072, 448, 8704)} >= {(128, 128), (192, 64)}
+    assert all(c.block_m >= 128 and c.block_n >= 64 for c in one_round(4072, 448, 8704))
+    assert not one_round(4072, 576, 8704) and not one_round(4072, 448, 3584) and not one_round(300, 448, 8704)
+
+
 def test_split_k_candidates_take_one_round_at_most():
     """A global split-K won at 19 measured shapes, each within one round of CTAs; 20 timed multi-round
     ones ran 2.1x the best (144 x 3072 x 20480: the first fit's 64x128 split of 8, 576 CTAs, 120.3 us

@@ -56,8 +56,11 @@ class ModelParams:
     # (BLOCK_M, BLOCK_N, e) measured on single-CTA tiles (no split-K, no cluster) only: a split or
     # clustered config of such a tile keeps tc_table's entry or the formula
     single_cta_table: tuple = ()
-    # 2-CTA multicast clusters are candidates from this many rounds of tiles over the SMs
+    # 2-CTA multicast clusters are candidates from this many rounds of tiles over the SMs; below it only
+    # where N <= narrow_cluster_max_n and K >= narrow_cluster_min_k, for tiles of at least 128x64
     cluster_min_rounds: float = 2.0
+    narrow_cluster_max_n: int = 0
+    narrow_cluster_min_k: int = 4096
 
 
 # M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
@@ -78,7 +81,12 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                               (192, 64, 0.5339), (192, 128, 0.6668), (256, 128, 0.6683)),
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
-                    tc_straddle_wide=0.902)
+                    tc_straddle_wide=0.902,
+                    # narrow N: A (M x K) is re-read by every one of a few n blocks and the tiles are
+                    # L2-bound; multicast clusters below two rounds took 0.970x the time on 16 random
+                    # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
+                    # 1.015x), where for every N and tile they took 1.009x (spec 223, worst 1.104x)
+                    narrow_cluster_max_n=512)
 GPC_SMS = ((6, 16), (2, 18))
 CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 
@@ -169,13 +177,15 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
 
 def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
-    fill the SMs | 2-CTA clusters multicasting A or B when there are several waves | two CTAs per SM
-    for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
+    fill the SMs | 2-CTA clusters multicasting A or B from `cluster_min_rounds` rounds of tiles, and
+    below it at narrow N and long K | two CTAs per SM for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
     candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked
     configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23),
     and the refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage
     shapes where no such config was ever timed; the tuned table chooses it where measured."""
-    cluster_min_tiles = (params or params_for(m)).cluster_min_rounds * num_sms
+    P = params or params_for(m)
+    cluster_min_tiles = P.cluster_min_rounds * num_sms
+    narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 192, 256):
@@ -194,7 +204,8 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
                         continue
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
-                    if sk == 1 and occ == 1 and tiles >= cluster_min_tiles:
+                    clustered = tiles >= cluster_min_tiles or (narrow and bm >= 128 and bn >= 64)
+                    if sk == 1 and occ == 1 and clustered:
                         for mc, rows in (("A", bm), ("B", bn)):
                             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                                 cluster=2, multicast=mc)
