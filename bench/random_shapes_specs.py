@@ -90,6 +90,11 @@ Spec 226 (step 103): candidates at spec 225's three shapes nearest cuBLAS or beh
 a round of tiles where N <= 512 and K >= 4096, on 16 random shapes where that changes the choice.
 
     python bench/random_shapes_specs.py --narrow-n-clusters > bench/specs/tune226b.txt
+
+Spec 227 (bench/specs/tune227.txt, by hand): more tiles at four narrow-N shapes still behind cuBLAS.
+Spec 228 (--narrow-n-draw): the API against cuBLAS on 20 random narrow-N shapes after step 103.
+
+    python bench/random_shapes_specs.py --narrow-n-draw > bench/specs/tune228.txt
 """
 import argparse
 import math
@@ -281,6 +286,14 @@ def narrow_n_cluster_lines(seed=226, count=16):
     return out
 
 
+def narrow_n_shapes(seed=228, count=20):
+    """Spec 228: random shapes of the narrow-N class (N a multiple of 64 in 256..640, M a multiple of
+    4 log-uniform in 324..8192, K a multiple of 512 in 512..16384)."""
+    rng = random.Random(seed)
+    return [(4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4), 64 * rng.randint(4, 10),
+             512 * rng.randint(1, 32)) for _ in range(count)]
+
+
 def one_round_cluster_lines(seed=223, count=20):
     """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
     (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
@@ -320,6 +333,10 @@ def one_round_cluster_lines(seed=223, count=20):
 if __name__ == "__main__":
     if "--recheck-88-wide-96" in sys.argv[1:]:
         fwd = narrow_192_recheck_lines() + wide_96_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
+    if "--narrow-n-draw" in sys.argv[1:]:
+        fwd = [line for m, n, k in narrow_n_shapes() for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
         print("\n".join(fwd + fwd[::-1]))
         raise SystemExit
     if "--narrow-n-clusters" in sys.argv[1:]:
