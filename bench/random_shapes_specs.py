@@ -95,6 +95,12 @@ Spec 227 (bench/specs/tune227.txt, by hand): more tiles at four narrow-N shapes 
 Spec 228 (--narrow-n-draw): the API against cuBLAS on 20 random narrow-N shapes after step 103.
 
     python bench/random_shapes_specs.py --narrow-n-draw > bench/specs/tune228.txt
+
+Spec 229 (bench/specs/tune229.txt, by hand): more tiles at spec 228's laggards.
+Spec 230 (--wider-n-clusters): the clusters of spec 226 at N = 576-768 (3000x576x13824: 128x128 c2B
+46.9 us against 50.5 alone in spec 229, cuBLAS 46.2), 16 random shapes where they change the choice.
+
+    python bench/random_shapes_specs.py --wider-n-clusters > bench/specs/tune230.txt
 """
 import argparse
 import math
@@ -246,41 +252,34 @@ def wide_96_lines(seed=224, count=16):
     return band_192_lines([with_single_cta([(192, 96, 0.44)])], seed, count)
 
 
-def narrow_n_cluster_lines(seed=226, count=16):
+def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=512):
     """Spec 226, second part: where N <= 512 and K >= 4096 above M = 320 (the region of spec 222-223's
     cluster wins: 3776x384x13312 0.88x, 6140x448x11776 0.92x), tiles of at least 128x64 also in
-    2-CTA multicast clusters below two rounds of tiles (spec 223's narrower cluster picks lost):
-    `count` random shapes there (M a multiple of 4, log-uniform in 324..8192) where that changes the
-    API's choice: the current choice, the variant's, cuBLAS."""
+    2-CTA multicast clusters below two rounds of tiles (spec 223's narrower cluster picks lost; REFIT's
+    narrow_cluster_max_n `before` -> `after`): `count` random shapes there (N = 64 * n_range, M a
+    multiple of 4 log-uniform in 324..8192) where that changes the API's choice: the choice before,
+    after, cuBLAS.  Spec 230: the same from N = 512 to 768."""
     from dataclasses import replace
 
     from dgir import tuning
     from dgir.ops import fp8_gemm_model as model
-    candidates = model.candidate_configs
+    params_for = model.params_for
 
-    def with_clusters(m, n, k, num_sms=132, params=None):
-        for c in candidates(m, n, k, num_sms, params):
-            yield c
-            if (c.split_k == 1 and c.ctas_per_sm == 1 and c.cluster == 1 and c.block_m >= 128 and c.block_n >= 64
-                    and -(-m // c.block_m) * c.n_blocks < 2 * num_sms):
-                for mc, rows in (("A", c.block_m), ("B", c.block_n)):
-                    if rows % 16 == 0 and (mc == "B" or c.n_blocks % 2 == 0):
-                        yield replace(c, cluster=2, multicast=mc)
-
-    def choice(m, n, k, variant):
-        model.candidate_configs = with_clusters if variant else candidates
+    def choice(m, n, k, max_n):
+        p = replace(model.REFIT, narrow_cluster_max_n=max_n)
+        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
         try:
             return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
         finally:
-            model.candidate_configs = candidates
+            model.params_for = params_for
 
     rng = random.Random(seed)
     mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
     out = []
     while len(out) < 3 * count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
-        n, k = 64 * rng.randint(4, 8), 512 * rng.randint(8, 32)
-        cur, var = choice(m, n, k, False), choice(m, n, k, True)
+        n, k = 64 * rng.randint(*n_range), 512 * rng.randint(8, 32)
+        cur, var = choice(m, n, k, before), choice(m, n, k, after)
         if cur != var:
             out += [spec(m, cur) + mt(cur), spec(m, var) + mt(var), f"{m},{n},{k}::cublas"]
     return out
@@ -337,6 +336,10 @@ if __name__ == "__main__":
         raise SystemExit
     if "--narrow-n-draw" in sys.argv[1:]:
         fwd = [line for m, n, k in narrow_n_shapes() for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
+    if "--wider-n-clusters" in sys.argv[1:]:
+        fwd = narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768)
         print("\n".join(fwd + fwd[::-1]))
         raise SystemExit
     if "--narrow-n-clusters" in sys.argv[1:]:
