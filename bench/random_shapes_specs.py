@@ -101,6 +101,10 @@ Spec 230 (--wider-n-clusters): the clusters of spec 226 at N = 576-768 (3000x576
 46.9 us against 50.5 alone in spec 229, cuBLAS 46.2), 16 random shapes where they change the choice.
 
     python bench/random_shapes_specs.py --wider-n-clusters > bench/specs/tune230.txt
+
+Spec 231: a fresh draw at the end of step 103.
+
+    python bench/random_shapes_specs.py --seed 231 --m-multiple 4 > bench/specs/tune231.txt
 """
 import argparse
 import math
