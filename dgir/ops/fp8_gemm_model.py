@@ -82,8 +82,8 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
                     tc_straddle_wide=0.902,
-                    # narrow N: A (M x K) is re-read by every one of a few n blocks and the tiles are
-                    # L2-bound; multicast clusters below two rounds took 0.970x the time on 16 random
+                    # narrow N: each of a few n blocks re-reads all of A (M x K), which multicast
+                    # halves; clusters below two rounds of tiles took 0.970x the time on 16 random
                     # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
                     # 1.015x), where for every N and tile they took 1.009x (spec 223, worst 1.104x)
                     narrow_cluster_max_n=512)
@@ -178,11 +178,11 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
 def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B from `cluster_min_rounds` rounds of tiles, and
-    below it at narrow N and long K | two CTAs per SM for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not a
-    candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked
-    configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23),
-    and the refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage
-    shapes where no such config was ever timed; the tuned table chooses it where measured."""
+    below it at narrow N and long K | two CTAs per SM for 64-row tiles), stages from the shared-memory
+    budget.  Split-K over a cluster is not a candidate: model_seconds scores it, but with the model's
+    small-M error (x1.2) it picked configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19;
+    bench/TUNING.md step 23), and the refit (step 84) would pick it, with shallow rings, at 11 of 84
+    coverage shapes where no such config was ever timed; the tuned table chooses it where measured."""
     P = params or params_for(m)
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
