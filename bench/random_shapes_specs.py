@@ -105,6 +105,10 @@ Spec 230 (--wider-n-clusters): the clusters of spec 226 at N = 576-768 (3000x576
 Spec 231: a fresh draw at the end of step 103.
 
     python bench/random_shapes_specs.py --seed 231 --m-multiple 4 > bench/specs/tune231.txt
+
+Spec 232 (--narrow-n-mid-m): the narrow-N cluster rule where it changes the choice at M = 324-1500.
+
+    python bench/random_shapes_specs.py --narrow-n-mid-m > bench/specs/tune232.txt
 """
 import argparse
 import math
@@ -289,6 +293,38 @@ def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=5
     return out
 
 
+def narrow_n_mid_m_lines():
+    """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
+    draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
+    without, cuBLAS.  All fall at M = 1428-1480, N = 512, where 128x48 becomes 128x64 c2A (spec 230's
+    two worst were the same kind of change)."""
+    from dataclasses import replace
+
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    params_for = model.params_for
+
+    def choice(m, n, k, max_n):
+        p = replace(model.REFIT, narrow_cluster_max_n=max_n)
+        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
+        try:
+            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        finally:
+            model.params_for = params_for
+
+    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
+    out, seen = [], set()
+    for seed in (5, 6, 7, 8):
+        rng = random.Random(seed)
+        for _ in range(400):
+            m, n, k = 4 * rng.randint(81, 375), 64 * rng.randint(4, 8), 512 * rng.randint(8, 32)
+            before, after = choice(m, n, k, 0), choice(m, n, k, 512)
+            if before != after and (m, n, k) not in seen:
+                seen.add((m, n, k))
+                out += [spec(m, after) + mt(after), spec(m, before) + mt(before), f"{m},{n},{k}::cublas"]
+    return out
+
+
 def narrow_n_shapes(seed=228, count=20):
     """Spec 228: random shapes of the narrow-N class (N a multiple of 64 in 256..640, M a multiple of
     4 log-uniform in 324..8192, K a multiple of 512 in 512..16384)."""
@@ -344,6 +380,10 @@ if __name__ == "__main__":
         raise SystemExit
     if "--wider-n-clusters" in sys.argv[1:]:
         fwd = narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768)
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
+    if "--narrow-n-mid-m" in sys.argv[1:]:
+        fwd = narrow_n_mid_m_lines()
         print("\n".join(fwd + fwd[::-1]))
         raise SystemExit
     if "--narrow-n-clusters" in sys.argv[1:]:
