@@ -181,23 +181,56 @@ WIDER_192 = 1.335      # 192x64's single-CTA entry over the first fit's formula 
 NARROW_192 = 0.42
 
 
-def band_192_lines(variants, seed, count, shown=()):
-    """Spec lines at 128 < M <= 192 (M a multiple of 4): `count` random shapes where a variant of the
-    model's constants there (`variants`, ModelParams) changes the API's choice: the current choice,
-    each variant's and each `shown` one's (once each), cuBLAS."""
+def api_choice(m, n, k, params, band):
+    """The API's config at (m, n, k) with the cost model's constants `params` for the M of `band`
+    (a predicate over M; the model's own constants elsewhere)."""
     from dgir import tuning
     from dgir.ops import fp8_gemm_model as model
     params_for = model.params_for
+    model.params_for = lambda mm: params if band(mm) else params_for(mm)
+    try:
+        return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+    finally:
+        model.params_for = params_for
 
-    def choice(m, n, k, p):
-        model.params_for = lambda mm: p if 128 < mm <= model.ONE_BLOCK_192_MAX_M else params_for(mm)
-        try:
-            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
-        finally:
-            model.params_for = params_for
 
+def in_band_192(m):
+    return 128 < m <= 192
+
+
+def above_first_fit(m):
+    return m > 320
+
+
+def m_tail_suffix(cfg):
+    return {"shift": ",mt=sh", "auto": ",mt=au"}.get(cfg.m_tail, "")
+
+
+def one_block_192(*entries):
+    """ONE_BLOCK_192 as step 102 left it (192x64 and 192x128) with more single-CTA entries: the
+    bases the band's specs were drawn against (each generator reproduces its committed file)."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    return replace(model.FIRST_FIT, single_cta_table=((192, 64, 0.427), (192, 128, 0.534)) + tuple(entries))
+
+
+NARROW_192_ENTRIES = tuple((192, bn, NARROW_192) for bn in (72, 80, 88))    # adopted after spec 221
+
+
+def refit(**changes):
+    """REFIT as step 102 left it (no narrow-N clusters), with `changes`."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    return replace(model.REFIT, **{"narrow_cluster_max_n": 0, **changes})
+
+
+def band_192_lines(base, variants, seed, count, shown=()):
+    """Spec lines at 128 < M <= 192 (M a multiple of 4): `count` random shapes where a variant of the
+    model's constants there (`variants`, ModelParams) changes the API's choice under `base`: the
+    choice under `base`, each variant's and each `shown` one's (once each), cuBLAS."""
     rng = random.Random(seed)
-    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
     groups = []
     while len(groups) < count:
         m = 4 * rng.randint(33, 48)
@@ -205,50 +238,39 @@ def band_192_lines(variants, seed, count, shown=()):
         k = 512 * rng.randint(1, 32)
         if 2 * m * n * k > 2e12:
             continue
-        configs = [choice(m, n, k, p) for p in [model.ONE_BLOCK_192, *variants]]
+        configs = [api_choice(m, n, k, p, in_band_192) for p in [base, *variants]]
         if len(set(configs)) > 1:
-            configs = list(dict.fromkeys(configs + [choice(m, n, k, p) for p in shown]))
-            groups.append([spec(m, c) + mt(c) for c in configs] + [f"{m},{n},{k}::cublas"])
+            configs = list(dict.fromkeys(configs + [api_choice(m, n, k, p, in_band_192) for p in shown]))
+            groups.append([spec(m, c) + m_tail_suffix(c) for c in configs] + [f"{m},{n},{k}::cublas"])
     return [line for g in groups for line in g]
-
-
-def with_single_cta(entries):
-    from dataclasses import replace
-
-    from dgir.ops import fp8_gemm_model as model
-    base = model.ONE_BLOCK_192
-    return replace(base, single_cta_table=base.single_cta_table + tuple(entries))
 
 
 def wider_192_lines(seed=219, count=14):
     """Spec 219: every other single-CTA width (8-128) rated like 192x64; the first fit's choice too
     where it differs from both."""
     from dgir.ops import fp8_gemm_model as model
-    have = {bn for _, bn, _ in model.ONE_BLOCK_192.single_cta_table}
-    wider = with_single_cta((192, bn, model.tc_efficiency(192, bn, model.FIRST_FIT) * WIDER_192)
-                            for bn in range(8, 129, 8) if bn not in have)
-    return band_192_lines([wider], seed, count, shown=[model.FIRST_FIT])
+    wider = one_block_192(*((192, bn, model.tc_efficiency(192, bn, model.FIRST_FIT) * WIDER_192)
+                            for bn in range(8, 129, 8) if bn not in (64, 128)))
+    return band_192_lines(one_block_192(), [wider], seed, count, shown=[model.FIRST_FIT])
 
 
 def narrow_192_lines(seed=221, count=16):
     """Spec 221: 192x72 and 192x80 (A), and 192x88 with them (B), at NARROW_192."""
-    return band_192_lines([with_single_cta((192, bn, NARROW_192) for bn in widths)
-                           for widths in ((72, 80), (72, 80, 88))], seed, count)
+    return band_192_lines(one_block_192(), [one_block_192(*NARROW_192_ENTRIES[:2]), one_block_192(*NARROW_192_ENTRIES)],
+                          seed, count)
 
 
 def narrow_192_recheck_lines():
-    """Spec 224, first part: the shapes of specs 216-217 where the API now runs an untimed 192x88
-    (step 103): that config and the 192x64 alone timed there, cuBLAS."""
+    """Spec 224, first part: the shapes of specs 216-217 where the API (with the 192x72-88 entries of
+    spec 221) runs an untimed 192x88: that config and the 192x64 alone timed there, cuBLAS."""
     import json
-
-    from dgir import tuning
     root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw")
     out = []
     for number in (216, 217):
         with open(os.path.join(root, f"tune{number}_exp.json")) as f:
             shapes_timed = dict.fromkeys((r["m"], r["n"], r["k"]) for r in json.load(f)["rows"])
         for m, n, k in shapes_timed:
-            cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+            cfg = api_choice(m, n, k, one_block_192(*NARROW_192_ENTRIES), in_band_192)
             if (cfg.block_m, cfg.block_n) == (192, 88) and f"{m},{n},{k}::cublas" not in out:
                 out += [spec(m, cfg), f"{m},{n},{k}:bm=192,bn=64,s=6", f"{m},{n},{k}::cublas"]
     return out
@@ -257,7 +279,8 @@ def narrow_192_recheck_lines():
 def wide_96_lines(seed=224, count=16):
     """Spec 224, second part: a 192x96 single-CTA entry at 0.44 (spec 219: 192x96 0.936-0.948x the
     time of 192x64 / 192x128 at three shapes, 1.018x at a fourth)."""
-    return band_192_lines([with_single_cta([(192, 96, 0.44)])], seed, count)
+    return band_192_lines(one_block_192(*NARROW_192_ENTRIES), [one_block_192(*NARROW_192_ENTRIES, (192, 96, 0.44))],
+                          seed, count)
 
 
 def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=512):
@@ -267,29 +290,14 @@ def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=5
     narrow_cluster_max_n `before` -> `after`): `count` random shapes there (N = 64 * n_range, M a
     multiple of 4 log-uniform in 324..8192) where that changes the API's choice: the choice before,
     after, cuBLAS.  Spec 230: the same from N = 512 to 768."""
-    from dataclasses import replace
-
-    from dgir import tuning
-    from dgir.ops import fp8_gemm_model as model
-    params_for = model.params_for
-
-    def choice(m, n, k, max_n):
-        p = replace(model.REFIT, narrow_cluster_max_n=max_n)
-        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
-        try:
-            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
-        finally:
-            model.params_for = params_for
-
     rng = random.Random(seed)
-    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
     out = []
     while len(out) < 3 * count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
         n, k = 64 * rng.randint(*n_range), 512 * rng.randint(8, 32)
-        cur, var = choice(m, n, k, before), choice(m, n, k, after)
+        cur, var = (api_choice(m, n, k, refit(narrow_cluster_max_n=x), above_first_fit) for x in (before, after))
         if cur != var:
-            out += [spec(m, cur) + mt(cur), spec(m, var) + mt(var), f"{m},{n},{k}::cublas"]
+            out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
     return out
 
 
@@ -298,30 +306,16 @@ def narrow_n_mid_m_lines():
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
     without, cuBLAS.  All fall at M = 1428-1480, N = 512, where 128x48 becomes 128x64 c2A (spec 230's
     two worst were the same kind of change)."""
-    from dataclasses import replace
-
-    from dgir import tuning
-    from dgir.ops import fp8_gemm_model as model
-    params_for = model.params_for
-
-    def choice(m, n, k, max_n):
-        p = replace(model.REFIT, narrow_cluster_max_n=max_n)
-        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
-        try:
-            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
-        finally:
-            model.params_for = params_for
-
-    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
     out, seen = [], set()
     for seed in (5, 6, 7, 8):
         rng = random.Random(seed)
         for _ in range(400):
             m, n, k = 4 * rng.randint(81, 375), 64 * rng.randint(4, 8), 512 * rng.randint(8, 32)
-            before, after = choice(m, n, k, 0), choice(m, n, k, 512)
+            before, after = (api_choice(m, n, k, refit(narrow_cluster_max_n=x), above_first_fit) for x in (0, 512))
             if before != after and (m, n, k) not in seen:
                 seen.add((m, n, k))
-                out += [spec(m, after) + mt(after), spec(m, before) + mt(before), f"{m},{n},{k}::cublas"]
+                out += [spec(m, after) + m_tail_suffix(after), spec(m, before) + m_tail_suffix(before),
+                        f"{m},{n},{k}::cublas"]
     return out
 
 
@@ -339,22 +333,7 @@ def one_round_cluster_lines(seed=223, count=20):
     log-uniform in 324..8192) where that changes the API's choice: the current choice, the variant's,
     cuBLAS.  Then the coverage shape 512x4096x7168 (one round of 128x128, below cuBLAS) with both
     clusters beside its table config."""
-    from dataclasses import replace
-
-    from dgir import tuning
-    from dgir.ops import fp8_gemm_model as model
-    params_for = model.params_for
-    variant = replace(model.REFIT, cluster_min_rounds=0.5)
-
-    def choice(m, n, k, p):
-        model.params_for = lambda mm: p if mm > model.FIRST_FIT_MAX_M else params_for(mm)
-        try:
-            return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
-        finally:
-            model.params_for = params_for
-
     rng = random.Random(seed)
-    mt = lambda c: {"shift": ",mt=sh", "auto": ",mt=au"}.get(c.m_tail, "")    # noqa: E731
     out = []
     while len(out) < 3 * count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
@@ -362,9 +341,9 @@ def one_round_cluster_lines(seed=223, count=20):
         k = 512 * rng.randint(1, 32)
         if 2 * m * n * k > 2e12:
             continue
-        cur, var = choice(m, n, k, model.REFIT), choice(m, n, k, variant)
+        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (refit(), refit(cluster_min_rounds=0.5)))
         if cur != var:
-            out += [spec(m, cur) + mt(cur), spec(m, var) + mt(var), f"{m},{n},{k}::cublas"]
+            out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
     return out + ["512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A",
                   "512,4096,7168:bm=128,bn=128,s=5,cl=2B", "512,4096,7168::cublas"]
 

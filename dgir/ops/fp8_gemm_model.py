@@ -87,8 +87,8 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
                     # 1.015x), where for every N and tile they took 1.009x (spec 223, worst 1.104x)
                     narrow_cluster_max_n=512)
-GPC_SMS = ((6, 16), (2, 18))
-CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)   # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
+GPC_SMS = ((6, 16), (2, 18))  # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
+CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)
 
 
 # 128 < M <= 192: one 192-row m block holds every row where 128-row tiles need a second, mostly empty
