@@ -109,6 +109,11 @@ Spec 231: a fresh draw at the end of step 103.
 Spec 232 (--narrow-n-mid-m): the narrow-N cluster rule where it changes the choice at M = 324-1500.
 
     python bench/random_shapes_specs.py --narrow-n-mid-m > bench/specs/tune232.txt
+
+Spec 233 (bench/specs/tune233.txt, by hand): clusters of 4 where cuBLAS runs them.
+Spec 234 (--untimed-96): the band's untimed 192x96 choices against the fastest config timed there.
+
+    python bench/random_shapes_specs.py --untimed-96 > bench/specs/tune234.txt
 """
 import argparse
 import math
@@ -283,6 +288,32 @@ def wide_96_lines(seed=224, count=16):
                           seed, count)
 
 
+def untimed_96_lines():
+    """Spec 234: the shapes of specs 216-224 where the API (step 103's ONE_BLOCK_192) runs an untimed
+    config (192x96 at all ten): that config against the fastest config timed there, cuBLAS."""
+    import json
+    import statistics
+
+    from fit_model import config_of
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw")
+    times = {}
+    for number in (216, 217, 219, 221, 224):
+        with open(os.path.join(root, f"tune{number}_exp.json")) as f:
+            for r in json.load(f)["rows"]:
+                times.setdefault((r["m"], r["n"], r["k"]), {}).setdefault(r["kernel"], []).append(r["ms"])
+    out = []
+    for (m, n, k), by_kernel in times.items():
+        med = {name: statistics.median(v) for name, v in by_kernel.items()}
+        cfg = api_choice(m, n, k, one_block_192(*NARROW_192_ENTRIES, (192, 96, 0.44)), in_band_192)
+        if cfg.kernel_name() not in med:
+            best = min((v, name) for name, v in med.items() if name != "cublas")[1]
+            shifted = best.endswith("_tsh")
+            out += [spec(m, cfg) + m_tail_suffix(cfg),
+                    spec(m, config_of(best.removesuffix("_tsh"))) + (",mt=sh" if shifted else ""),
+                    f"{m},{n},{k}::cublas"]
+    return out
+
+
 def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=512):
     """Spec 226, second part: where N <= 512 and K >= 4096 above M = 320 (the region of spec 222-223's
     cluster wins: 3776x384x13312 0.88x, 6140x448x11776 0.92x), tiles of at least 128x64 also in
@@ -351,6 +382,10 @@ def one_round_cluster_lines(seed=223, count=20):
 if __name__ == "__main__":
     if "--recheck-88-wide-96" in sys.argv[1:]:
         fwd = narrow_192_recheck_lines() + wide_96_lines()
+        print("\n".join(fwd + fwd[::-1]))
+        raise SystemExit
+    if "--untimed-96" in sys.argv[1:]:
+        fwd = untimed_96_lines()
         print("\n".join(fwd + fwd[::-1]))
         raise SystemExit
     if "--narrow-n-draw" in sys.argv[1:]:
