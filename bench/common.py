@@ -46,6 +46,17 @@ def header(device) -> dict:
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
+def out_and_shapes(default) -> tuple[str, list]:
+    """The command line of the device scripts that take a result path and shapes:
+    `--out PATH [M,N,K ...]` (no shapes: `default`)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("shapes", nargs="*", help="M,N,K (default: the script's SHAPES)")
+    args = ap.parse_args()
+    return args.out, [tuple(map(int, s.split(","))) for s in args.shapes] or list(default)
+
+
 def write(path, doc) -> None:
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)

@@ -5,14 +5,13 @@ One torch.profiler trace per shape (three calls after a warm-up).
 
     python bench/cublas_kernels.py --out $OUT/cublas_kernels.json [M,N,K ...]
 """
-import argparse
 import json
 import os
 import tempfile
 
 import torch
 
-from common import cublas_fp8_gemm, header, write  # bench/ (this script's folder is on sys.path)
+from common import cublas_fp8_gemm, header, out_and_shapes, write  # bench/ (this script's folder is on sys.path)
 
 from dgir.gpu_run import fp8_inputs
 
@@ -46,18 +45,14 @@ def kernels_of(fn) -> list[dict]:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("shapes", nargs="*", help="M,N,K (default: SHAPES)")
-    args = ap.parse_args()
-    shapes = [tuple(map(int, s.split(","))) for s in args.shapes] or SHAPES
+    out, shapes = out_and_shapes(SHAPES)
     dev = torch.device("cuda", 0)
     rows = []
     for m, n, k in shapes:
         A, sfa, B, sfb, _ = fp8_inputs(m, n, k, dev, 0, 2.0)
         rows.append({"m": m, "n": n, "k": k, "kernels": kernels_of(cublas_fp8_gemm(A, sfa, B, sfb))})
         print(m, n, k, [(x["name"][:90], x["grid"]) for x in rows[-1]["kernels"]], flush=True)
-    write(args.out, {**header(dev), "method": "torch.profiler CUDA kernel events of torch._scaled_mm "
+    write(out, {**header(dev), "method": "torch.profiler CUDA kernel events of torch._scaled_mm "
                      "(block scales 1x128 / 128x128), three calls after one warm-up", "rows": rows})
 
 

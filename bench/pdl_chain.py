@@ -14,7 +14,6 @@ call there).
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
+from common import calc_diff, cublas_fp8_gemm, do_bench, header, out_and_shapes, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs  # noqa: E402
@@ -86,11 +85,7 @@ def one_shape(m, n, k, device, seed) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("shapes", nargs="*", help="M,N,K (default: SHAPES)")
-    args = ap.parse_args()
-    shapes = [tuple(map(int, s.split(","))) for s in args.shapes] or SHAPES
+    out, shapes = out_and_shapes(SHAPES)
     device = torch.device("cuda", 0)
     doc = {**header(device), "method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": []}
     seed = torch.randint(0, 2**31 - 64, ()).item()    # fresh inputs every run
@@ -103,7 +98,7 @@ def main():
         r["wall_s"] = round(time.time() - t0, 2)
         print(r, flush=True)
         doc["rows"].append(r)
-        write(args.out, doc)
+        write(out, doc)
         torch.cuda.empty_cache()
 
 

@@ -379,59 +379,33 @@ def one_round_cluster_lines(seed=223, count=20):
                   "512,4096,7168:bm=128,bn=128,s=5,cl=2B", "512,4096,7168::cublas"]
 
 
+def api_and_cublas(shape_list):
+    return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
+
+
+# each named spec: (its lines in one pass, passes: forward then reversed, or forward, reversed, forward)
+NAMED = {
+    "--keep-rounds": (keep_rounds_lines, 3), "--cluster-rounds": (cluster_rounds_lines, 3),
+    "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
+    "--one-round-clusters": (one_round_cluster_lines, 2),
+    "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
+    "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
+    "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
+    "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
+    "--untimed-96": (untimed_96_lines, 2),
+}
+
+
 if __name__ == "__main__":
-    if "--recheck-88-wide-96" in sys.argv[1:]:
-        fwd = narrow_192_recheck_lines() + wide_96_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--untimed-96" in sys.argv[1:]:
-        fwd = untimed_96_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--narrow-n-draw" in sys.argv[1:]:
-        fwd = [line for m, n, k in narrow_n_shapes() for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--wider-n-clusters" in sys.argv[1:]:
-        fwd = narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768)
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--narrow-n-mid-m" in sys.argv[1:]:
-        fwd = narrow_n_mid_m_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--narrow-n-clusters" in sys.argv[1:]:
-        fwd = narrow_n_cluster_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--one-round-clusters" in sys.argv[1:]:
-        fwd = one_round_cluster_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--narrow-192" in sys.argv[1:]:
-        fwd = narrow_192_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--wider-192" in sys.argv[1:]:
-        fwd = wider_192_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--m-tail" in sys.argv[1:]:
-        fwd = m_tail_lines()
-        print("\n".join(fwd + fwd[::-1]))
-        raise SystemExit
-    if "--cluster-rounds" in sys.argv[1:]:
-        fwd = cluster_rounds_lines()
-        print("\n".join(fwd + fwd[::-1] + fwd))
-        raise SystemExit
-    if "--keep-rounds" in sys.argv[1:]:
-        fwd = keep_rounds_lines()
-        print("\n".join(fwd + fwd[::-1] + fwd))
+    named = [flag for flag in NAMED if flag in sys.argv[1:]]
+    if named:
+        lines, passes = NAMED[named[0]]
+        fwd = lines()
+        print("\n".join((fwd + fwd[::-1] + fwd)[:passes * len(fwd)]))
         raise SystemExit
     ap = argparse.ArgumentParser()
     ap.add_argument("--seed", type=int, default=SEED)
     ap.add_argument("--m-multiple", type=int, default=1)
     args = ap.parse_args()
-    fwd = [line for m, n, k in shapes(args.seed, COUNT, args.m_multiple)
-           for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
+    fwd = api_and_cublas(shapes(args.seed, COUNT, args.m_multiple))
     print("\n".join(fwd + fwd[::-1]))

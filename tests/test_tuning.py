@@ -430,6 +430,17 @@ def test_one_block_192_entries_are_for_single_cta_tiles():
 ONE_BLOCK_192_SPECS = (216, 217, 219, 221, 224, 234)
 
 
+def spec_medians(*specs) -> dict:
+    """{(m, n, k): {kernel: median ms}} over the committed raw results of `specs`, every row correct."""
+    times = {}
+    for spec in specs:
+        rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
+        assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
+        for r in rows:
+            times.setdefault((r["m"], r["n"], r["k"]), {}).setdefault(r["kernel"], []).append(r["ms"])
+    return {shape: {name: statistics.median(v) for name, v in by_kernel.items()} for shape, by_kernel in times.items()}
+
+
 def test_one_block_192_picks_against_their_held_out_timings():
     """Specs 216-217 timed, at random shapes with 128 < M <= 192, the first fit's pick against the
     pick with the 192-row entries (and 192x64 in a cluster and alone) beside cuBLAS; specs 219, 221
@@ -437,15 +448,9 @@ def test_one_block_192_picks_against_their_held_out_timings():
     192x96 choices no earlier spec had timed against the fastest config timed there (0.938-0.988x its
     time).  Pooled by shape (71): the API's choice is timed at every one, the fastest there or within
     8% (172x10688x1024: 192x88, 5.6% behind 64x128 two per SM), and never slower than cuBLAS."""
-    times = {}
-    for spec in ONE_BLOCK_192_SPECS:
-        rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
-        assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-        for r in rows:
-            times.setdefault((r["m"], r["n"], r["k"]), {}).setdefault(r["kernel"], []).append(r["ms"])
+    times = spec_medians(*ONE_BLOCK_192_SPECS)
     untimed = []
-    for (m, n, k), by_kernel in times.items():
-        med = {name: statistics.median(v) for name, v in by_kernel.items()}
+    for (m, n, k), med in times.items():
         chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
         if chosen.kernel_name() not in med:
             untimed.append((chosen.block_m, chosen.block_n))
@@ -473,14 +478,8 @@ def test_narrow_n_clusters_against_their_held_out_timings(spec, shapes, worst, g
     choice without and with multicast clusters below two rounds of tiles, beside cuBLAS.  The API now
     runs the clustered config, timed at every shape: 0.97x / 0.87x the other's time in geomean, at most
     2% slower at any (medians of two timings)."""
-    rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
-    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-    times = {}
-    for r in rows:
-        times.setdefault((r["m"], r["n"], r["k"]), {}).setdefault(r["kernel"], []).append(r["ms"])
     ratios = []
-    for (m, n, k), by_kernel in times.items():
-        med = {name: statistics.median(v) for name, v in by_kernel.items()}
+    for (m, n, k), med in spec_medians(spec).items():
         chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
         assert chosen.cluster == 2 and chosen.kernel_name() in med, (m, n, k, chosen.kernel_name())
         other, = (v for name, v in med.items() if name not in ("cublas", chosen.kernel_name()))
