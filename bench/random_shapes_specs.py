@@ -114,6 +114,18 @@ Spec 233 (bench/specs/tune233.txt, by hand): clusters of 4 where cuBLAS runs the
 Spec 234 (--untimed-96): the band's untimed 192x96 choices against the fastest config timed there.
 
     python bench/random_shapes_specs.py --untimed-96 > bench/specs/tune234.txt
+
+Spec 235 (--narrow-b-clusters, step 104): clusters multicasting B below two rounds at N = 576-768.
+
+    python bench/random_shapes_specs.py --narrow-b-clusters > bench/specs/tune235.txt
+
+Spec 237: a fresh draw at the start of step 104.
+
+    python bench/random_shapes_specs.py --seed 237 --m-multiple 4 > bench/specs/tune237.txt
+
+Spec 236 (--entry-192x80): a REFIT efficiency entry for 192x80 where it changes the choice.
+
+    python bench/random_shapes_specs.py --entry-192x80 > bench/specs/tune236.txt
 """
 import argparse
 import math
@@ -318,18 +330,45 @@ def narrow_n_cluster_lines(seed=226, count=16, n_range=(4, 8), before=0, after=5
     """Spec 226, second part: where N <= 512 and K >= 4096 above M = 320 (the region of spec 222-223's
     cluster wins: 3776x384x13312 0.88x, 6140x448x11776 0.92x), tiles of at least 128x64 also in
     2-CTA multicast clusters below two rounds of tiles (spec 223's narrower cluster picks lost; REFIT's
-    narrow_cluster_max_n `before` -> `after`): `count` random shapes there (N = 64 * n_range, M a
-    multiple of 4 log-uniform in 324..8192) where that changes the API's choice: the choice before,
-    after, cuBLAS.  Spec 230: the same from N = 512 to 768."""
+    narrow_cluster_max_n `before` -> `after`).  Spec 230: the same from N = 512 to 768."""
+    return long_k_change_lines(seed, count, n_range, refit(narrow_cluster_max_n=before),
+                               refit(narrow_cluster_max_n=after))
+
+
+def long_k_change_lines(seed, count, n_range, before, after):
+    """`count` random shapes (N = 64 * n_range, K a multiple of 512 in 4096..16384, M a multiple of 4
+    log-uniform in 324..8192) where the model's constants `after` change the API's choice under
+    `before`: the choice before, after, cuBLAS."""
     rng = random.Random(seed)
     out = []
     while len(out) < 3 * count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
         n, k = 64 * rng.randint(*n_range), 512 * rng.randint(8, 32)
-        cur, var = (api_choice(m, n, k, refit(narrow_cluster_max_n=x), above_first_fit) for x in (before, after))
+        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
         if cur != var:
             out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
     return out
+
+
+def narrow_b_cluster_lines():
+    """Spec 235: at N = 576-768 (above the narrow-N rule), clusters multicasting B only, for tiles of
+    at least 128x128, below two rounds (REFIT's narrow_b_cluster_max_n 0 -> 768): 16 random shapes
+    where that changes the choice.  Spec 230 offered both multicasts there and lost (1.012x): the
+    model picked c2A, or a narrower tile in a cluster; where specs 229-233 timed the same tile
+    alone and c2B at N = 576-768 it ran 0.94-1.00x."""
+    return long_k_change_lines(235, 16, (9, 12), refit(narrow_cluster_max_n=512),
+                               refit(narrow_cluster_max_n=512, narrow_b_cluster_max_n=768))
+
+
+def entry_192x80_lines(seed=236, count=16, efficiency=0.58):
+    """Spec 236: a REFIT efficiency entry for 192x80 (its formula: 0.48; 128x128's entry 0.606), from
+    5508x320x11776, where 192x80 c2A ran 45.3 us against 128x128 c2B's 48.3 (spec 227: the same
+    time per output element, 128x128 covering 384 columns for 320), and 5252x320x10240 (a tie, spec
+    229): `count` random shapes above M = 320 (drawn as spec 223's) where it changes the choice."""
+    from dataclasses import replace
+    base = refit(narrow_cluster_max_n=512)
+    variant = replace(base, tc_table=base.tc_table + ((192, 80, efficiency),))
+    return above_320_change_lines(seed, count, base, variant)
 
 
 def narrow_n_mid_m_lines():
@@ -358,12 +397,10 @@ def narrow_n_shapes(seed=228, count=20):
              512 * rng.randint(1, 32)) for _ in range(count)]
 
 
-def one_round_cluster_lines(seed=223, count=20):
-    """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
-    (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
-    log-uniform in 324..8192) where that changes the API's choice: the current choice, the variant's,
-    cuBLAS.  Then the coverage shape 512x4096x7168 (one round of 128x128, below cuBLAS) with both
-    clusters beside its table config."""
+def above_320_change_lines(seed, count, before, after):
+    """`count` random shapes above M = 320 (M a multiple of 4 log-uniform in 324..8192, N a multiple
+    of 64 log-uniform in 256..32768, K a multiple of 512 up to 16384, at most 2 TFLOP) where the
+    model's constants `after` change the API's choice under `before`: the choice before, after, cuBLAS."""
     rng = random.Random(seed)
     out = []
     while len(out) < 3 * count:
@@ -372,10 +409,19 @@ def one_round_cluster_lines(seed=223, count=20):
         k = 512 * rng.randint(1, 32)
         if 2 * m * n * k > 2e12:
             continue
-        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (refit(), refit(cluster_min_rounds=0.5)))
+        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
         if cur != var:
             out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
-    return out + ["512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A",
+    return out
+
+
+def one_round_cluster_lines(seed=223, count=20):
+    """Spec 223: above M = 320, 2-CTA multicast clusters as candidates from half a round of tiles
+    (REFIT's cluster_min_rounds 0.5 instead of 2): `count` random shapes (M a multiple of 4,
+    log-uniform in 324..8192) where that changes the API's choice: the current choice, the variant's,
+    cuBLAS.  Then the coverage shape 512x4096x7168 (one round of 128x128, below cuBLAS) with both
+    clusters beside its table config."""
+    return above_320_change_lines(seed, count, refit(), refit(cluster_min_rounds=0.5)) + ["512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A",
                   "512,4096,7168:bm=128,bn=128,s=5,cl=2B", "512,4096,7168::cublas"]
 
 
@@ -392,7 +438,8 @@ NAMED = {
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
     "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
-    "--untimed-96": (untimed_96_lines, 2),
+    "--untimed-96": (untimed_96_lines, 2), "--narrow-b-clusters": (narrow_b_cluster_lines, 2),
+    "--entry-192x80": (entry_192x80_lines, 2),
 }
 
 

@@ -61,6 +61,9 @@ class ModelParams:
     cluster_min_rounds: float = 2.0
     narrow_cluster_max_n: int = 0
     narrow_cluster_min_k: int = 4096
+    # ... and up to this N (above narrow_cluster_max_n), clusters multicasting B only, for tiles of at
+    # least 128x128
+    narrow_b_cluster_max_n: int = 0
 
 
 # M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
@@ -186,6 +189,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
     P = params or params_for(m)
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
+    narrow_b = n <= P.narrow_b_cluster_max_n and k >= P.narrow_cluster_min_k
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 192, 256):
@@ -205,8 +209,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
                     clustered = tiles >= cluster_min_tiles or (narrow and bm >= 128 and bn >= 64)
-                    if sk == 1 and occ == 1 and clustered:
-                        for mc, rows in (("A", bm), ("B", bn)):
+                    b_only = not clustered and narrow_b and bm >= 128 and bn >= 128
+                    if sk == 1 and occ == 1 and (clustered or b_only):
+                        for mc, rows in (("A", bm), ("B", bn))[b_only:]:
                             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                                 cluster=2, multicast=mc)
                             if rows % 16 == 0 and (mc == "B" or cfg.n_blocks % 2 == 0):
