@@ -126,6 +126,10 @@ Spec 237: a fresh draw at the start of step 104.
 Spec 236 (--entry-192x80): a REFIT efficiency entry for 192x80 where it changes the choice.
 
     python bench/random_shapes_specs.py --entry-192x80 > bench/specs/tune236.txt
+
+Spec 238 (--outgrown-nearby): nearby entries whose walk grows at M, set aside for the model's pick.
+
+    python bench/random_shapes_specs.py --outgrown-nearby > bench/specs/tune238.txt
 """
 import argparse
 import math
@@ -371,6 +375,40 @@ def entry_192x80_lines(seed=236, count=16, efficiency=0.58):
     return above_320_change_lines(seed, count, base, variant)
 
 
+def outgrown_nearby_lines(seed=238, per_band=8):
+    """Spec 238: shapes at the shipped table's (N, K) between its M rows where `tuning.outgrown_entry`
+    sets the nearby entry aside (its load grows at M and the model rates it >= 1.2x its own pick):
+    `per_band` random ones (M a multiple of 4, log-uniform) at M = 132-192, 196-320 and 324-1024, the
+    nearby entry's config, the API's choice without it, cuBLAS."""
+    import json
+
+    from dgir import tuning
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
+                           "fp8_gemm_nt_h200.json")) as f:
+        entries = json.load(f)["entries"]
+    rows, exact = sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    rng = random.Random(seed)
+    out = []
+    for lo, hi in ((132, 192), (196, 320), (324, 1024)):
+        found = 0
+        while found < per_band:
+            m = 4 * round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / 4)
+            n, k = rows[rng.randrange(len(rows))]
+            if (m, n, k) in exact:
+                continue
+            chosen = []
+            for bound in (math.inf, tuning.NEARBY_OUTGROWN):
+                saved, tuning.NEARBY_OUTGROWN = tuning.NEARBY_OUTGROWN, bound
+                try:
+                    chosen.append(tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)
+                finally:
+                    tuning.NEARBY_OUTGROWN = saved
+            if chosen[0] != chosen[1] and f"{m},{n},{k}::cublas" not in out:
+                found += 1
+                out += [spec(m, c) + m_tail_suffix(c) for c in chosen] + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -439,7 +477,7 @@ NAMED = {
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
     "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
     "--untimed-96": (untimed_96_lines, 2), "--narrow-b-clusters": (narrow_b_cluster_lines, 2),
-    "--entry-192x80": (entry_192x80_lines, 2),
+    "--entry-192x80": (entry_192x80_lines, 2), "--outgrown-nearby": (outgrown_nearby_lines, 2),
 }
 
 

@@ -263,12 +263,17 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
     if tuned:
         weighed: list[str] = []
         near = nearby_config(op, m, n, k, device, sms, trace=weighed)
+        outgrown = near is not None and outgrown_entry(op, m, n, k, sms, *near)
+        if outgrown:
+            say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}, set aside: {outgrown}")
+            near = None
         if near is not None:
             say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}")
             for line in weighed:
                 say(line)
             return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
-        say(f"nearby: no entry for N={n} K={k} near M={m}")
+        elif not outgrown:
+            say(f"nearby: no entry for N={n} K={k} near M={m}")
     model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms)
     say(f"model: {model.kernel_name()}")
     if tuned:
@@ -282,6 +287,27 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
                              "not asked (the model's pick is not of a kind it misjudges)" if not _weak(model) else
                              "no measured shape near enough to carry from"))
     return Choice(model, "model", f"{sms} SMs")
+
+
+NEARBY_OUTGROWN = 1.2    # see outgrown_entry; math.inf: every nearby entry stands
+
+
+def outgrown_entry(op, m, n, k, sms, cfg, entry_m) -> str:
+    """Why a nearby entry's config does not stand at M ('' when it does): its tiles take more of an
+    SM at M than at the entry's M (more rounds: the entry measured a walk this M does not run),
+    and the cost model rates it NEARBY_OUTGROWN times its own pick's time at M or more.  The table's
+    rows are sparse between M = 128 and 1024 for most (N, K): 152x4608x7168 took the M = 128 entry's
+    64x72, one round there and two at M = 152, and ran 32.0 us where cuBLAS took 27.2 (spec 237)."""
+    from .ops.fp8_gemm import sm_load
+    if op != "fp8_gemm_nt" or sm_load(m, cfg) <= sm_load(entry_m, cfg):
+        return ""
+    from .ops.fp8_gemm_model import choose_config, config_seconds
+    own = choose_config(m, n, k, sms)
+    ratio = config_seconds(m, n, k, cfg) / config_seconds(m, n, k, own)
+    if ratio < NEARBY_OUTGROWN:
+        return ""
+    return (f"its load grows {sm_load(entry_m, cfg):g} -> {sm_load(m, cfg):g} and the model rates it "
+            f"{ratio:.2f}x its own pick's time")
 
 
 def _weak(model_cfg) -> bool:
