@@ -130,6 +130,7 @@ Spec 236 (--entry-192x80): a REFIT efficiency entry for 192x80 where it changes 
 Spec 238 (--outgrown-nearby): nearby entries whose walk grows at M, set aside for the model's pick.
 
     python bench/random_shapes_specs.py --outgrown-nearby > bench/specs/tune238.txt
+    python bench/random_shapes_specs.py --outgrown-nearby-1.0 > bench/specs/tune240.txt
 """
 import argparse
 import math
@@ -375,11 +376,12 @@ def entry_192x80_lines(seed=236, count=16, efficiency=0.58):
     return above_320_change_lines(seed, count, base, variant)
 
 
-def outgrown_nearby_lines(seed=238, per_band=8):
+def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (324, 1024)), bounds=(math.inf, 1.2)):
     """Spec 238: shapes at the shipped table's (N, K) between its M rows where `tuning.outgrown_entry`
-    sets the nearby entry aside (its load grows at M and the model rates it >= 1.2x its own pick):
-    `per_band` random ones (M a multiple of 4, log-uniform) at M = 132-192, 196-320 and 324-1024, the
-    nearby entry's config, the API's choice without it, cuBLAS."""
+    sets the nearby entry aside (its load grows at M and the model rates it >= 1.2x its own pick;
+    tuning.NEARBY_OUTGROWN `bounds[0]` -> `bounds[1]`): `per_band` random ones (M a multiple of 4,
+    log-uniform) in each of `bands`, the API's choice before, after, cuBLAS.  Spec 240: the bound
+    from 1.2 down to 1.0, at M = 132-192, 324-1024 and 1028-8192."""
     import json
 
     from dgir import tuning
@@ -389,7 +391,7 @@ def outgrown_nearby_lines(seed=238, per_band=8):
     rows, exact = sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
     rng = random.Random(seed)
     out = []
-    for lo, hi in ((132, 192), (196, 320), (324, 1024)):
+    for lo, hi in bands:
         found = 0
         while found < per_band:
             m = 4 * round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / 4)
@@ -397,7 +399,7 @@ def outgrown_nearby_lines(seed=238, per_band=8):
             if (m, n, k) in exact:
                 continue
             chosen = []
-            for bound in (math.inf, tuning.NEARBY_OUTGROWN):
+            for bound in bounds:
                 saved, tuning.NEARBY_OUTGROWN = tuning.NEARBY_OUTGROWN, bound
                 try:
                     chosen.append(tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)
@@ -478,6 +480,7 @@ NAMED = {
     "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
     "--untimed-96": (untimed_96_lines, 2), "--narrow-b-clusters": (narrow_b_cluster_lines, 2),
     "--entry-192x80": (entry_192x80_lines, 2), "--outgrown-nearby": (outgrown_nearby_lines, 2),
+    "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
 
