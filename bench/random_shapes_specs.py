@@ -399,12 +399,13 @@ def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (
             if (m, n, k) in exact:
                 continue
             chosen = []
-            for bound in bounds:
-                saved, tuning.NEARBY_OUTGROWN = tuning.NEARBY_OUTGROWN, bound
+            for bound in bounds:     # one bound at every N, as these specs were drawn
+                saved = tuning.NEARBY_OUTGROWN, tuning.NEARBY_OUTGROWN_NARROW
+                tuning.NEARBY_OUTGROWN = tuning.NEARBY_OUTGROWN_NARROW = bound
                 try:
                     chosen.append(tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)
                 finally:
-                    tuning.NEARBY_OUTGROWN = saved
+                    tuning.NEARBY_OUTGROWN, tuning.NEARBY_OUTGROWN_NARROW = saved
             if chosen[0] != chosen[1] and f"{m},{n},{k}::cublas" not in out:
                 found += 1
                 out += [spec(m, c) + m_tail_suffix(c) for c in chosen] + [f"{m},{n},{k}::cublas"]
