@@ -131,6 +131,10 @@ Spec 238 (--outgrown-nearby): nearby entries whose walk grows at M, set aside fo
 
     python bench/random_shapes_specs.py --outgrown-nearby > bench/specs/tune238.txt
     python bench/random_shapes_specs.py --outgrown-nearby-1.0 > bench/specs/tune240.txt
+
+Spec 241 (--table-rows-draw): the API against cuBLAS at the table's (N, K) at 40 random M between its rows.
+
+    python bench/random_shapes_specs.py --table-rows-draw > bench/specs/tune241.txt
 """
 import argparse
 import math
@@ -412,6 +416,24 @@ def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (
     return out
 
 
+def table_rows_shapes(seed=241, count=40):
+    """Spec 241: the shipped table's (N, K) at random M (a multiple of 4, log-uniform in 4..8192, not
+    an M of the table): what a model's fixed layer shapes meet at the batch sizes between the rows."""
+    import json
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
+                           "fp8_gemm_nt_h200.json")) as f:
+        entries = json.load(f)["entries"]
+    rows, exact = sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        m = 4 * max(1, round(math.exp(rng.uniform(math.log(4), math.log(8192))) / 4))
+        n, k = rows[rng.randrange(len(rows))]
+        if (m, n, k) not in exact and (m, n, k) not in out:
+            out.append((m, n, k))
+    return out
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -481,6 +503,7 @@ NAMED = {
     "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
     "--untimed-96": (untimed_96_lines, 2), "--narrow-b-clusters": (narrow_b_cluster_lines, 2),
     "--entry-192x80": (entry_192x80_lines, 2), "--outgrown-nearby": (outgrown_nearby_lines, 2),
+    "--table-rows-draw": (lambda: api_and_cublas(table_rows_shapes()), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
