@@ -135,6 +135,11 @@ Spec 238 (--outgrown-nearby): nearby entries whose walk grows at M, set aside fo
 Spec 241 (--table-rows-draw): the API against cuBLAS at the table's (N, K) at 40 random M between its rows.
 
     python bench/random_shapes_specs.py --table-rows-draw > bench/specs/tune241.txt
+
+Spec 242 (bench/specs/tune242.txt, by hand): 196x7168x16384 with its last m block shifted, alone, c2A.
+Spec 243 (--b-pair-tail): 128-row c2B tiles with a last m block of 32-95 rows, filled and shifted.
+
+    python bench/random_shapes_specs.py --b-pair-tail > bench/specs/tune243.txt
 """
 import argparse
 import math
@@ -434,6 +439,24 @@ def table_rows_shapes(seed=241, count=40):
     return out
 
 
+def b_pair_tail_lines(seed=243, count=16, rows=(32, 96)):
+    """Spec 243: 128-row tiles in clusters sharing B along M (c2B) whose last m block holds `rows`
+    (lo <= rows < hi) of its 128 rows, where the API fills the block (it shifts below 32 rows; 256-row
+    c2B tiles below 64, spec 181): spec 242's 196x7168x16384 ran 0.89x the filled time shifted (68
+    rows).  `count` random shapes (drawn as spec 223's, M >= 132) where the API runs such a tile: the
+    filled config, the shifted one, cuBLAS."""
+    from dgir import tuning
+    from dgir.ops.fp8_gemm import last_m0
+    out = []
+    for m, n, k in drawn_shapes(seed, 132):
+        if len(out) == 3 * count:
+            return out
+        cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        held = m - last_m0(m, cfg.block_m)
+        if (cfg.block_m, cfg.cluster, cfg.multicast, cfg.m_tail) == (128, 2, "B", "fill") and rows[0] <= held < rows[1]:
+            out += [spec(m, cfg), spec(m, cfg) + ",mt=sh", f"{m},{n},{k}::cublas"]
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -460,22 +483,29 @@ def narrow_n_shapes(seed=228, count=20):
              512 * rng.randint(1, 32)) for _ in range(count)]
 
 
+def drawn_shapes(seed, m_lo):
+    """Random shapes without end: M a multiple of 4 log-uniform in m_lo..8192, N a multiple of 64
+    log-uniform in 256..32768, K a multiple of 512 up to 16384, at most 2 TFLOP."""
+    rng = random.Random(seed)
+    while True:
+        m = 4 * round(math.exp(rng.uniform(math.log(m_lo), math.log(8192))) / 4)
+        n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
+        k = 512 * rng.randint(1, 32)
+        if 2 * m * n * k <= 2e12:
+            yield m, n, k
+
+
 def above_320_change_lines(seed, count, before, after):
     """`count` random shapes above M = 320 (M a multiple of 4 log-uniform in 324..8192, N a multiple
     of 64 log-uniform in 256..32768, K a multiple of 512 up to 16384, at most 2 TFLOP) where the
     model's constants `after` change the API's choice under `before`: the choice before, after, cuBLAS."""
-    rng = random.Random(seed)
     out = []
-    while len(out) < 3 * count:
-        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
-        n = 64 * max(4, round(math.exp(rng.uniform(math.log(256), math.log(32768))) / 64))
-        k = 512 * rng.randint(1, 32)
-        if 2 * m * n * k > 2e12:
-            continue
+    for m, n, k in drawn_shapes(seed, 324):
+        if len(out) == 3 * count:
+            return out
         cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
         if cur != var:
             out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
-    return out
 
 
 def one_round_cluster_lines(seed=223, count=20):
@@ -503,6 +533,7 @@ NAMED = {
     "--wider-n-clusters": (lambda: narrow_n_cluster_lines(seed=230, n_range=(9, 12), before=512, after=768), 2),
     "--untimed-96": (untimed_96_lines, 2), "--narrow-b-clusters": (narrow_b_cluster_lines, 2),
     "--entry-192x80": (entry_192x80_lines, 2), "--outgrown-nearby": (outgrown_nearby_lines, 2),
+    "--b-pair-tail": (b_pair_tail_lines, 2),
     "--table-rows-draw": (lambda: api_and_cublas(table_rows_shapes()), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
