@@ -140,6 +140,10 @@ Spec 242 (bench/specs/tune242.txt, by hand): 196x7168x16384 with its last m bloc
 Spec 243 (--b-pair-tail): 128-row c2B tiles with a last m block of 32-95 rows, filled and shifted.
 
     python bench/random_shapes_specs.py --b-pair-tail > bench/specs/tune243.txt
+
+Spec 244 (--table-rows-draw-2): spec 241's draw with another seed, at the end of step 104.
+
+    python bench/random_shapes_specs.py --table-rows-draw-2 > bench/specs/tune244.txt
 """
 import argparse
 import math
@@ -535,6 +539,7 @@ NAMED = {
     "--entry-192x80": (entry_192x80_lines, 2), "--outgrown-nearby": (outgrown_nearby_lines, 2),
     "--b-pair-tail": (b_pair_tail_lines, 2),
     "--table-rows-draw": (lambda: api_and_cublas(table_rows_shapes()), 2),
+    "--table-rows-draw-2": (lambda: api_and_cublas(table_rows_shapes(244)), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 

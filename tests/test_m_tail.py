@@ -175,11 +175,24 @@ def test_narrow_tall_tiles_shift_any_partial_last_block(m, bm, bn, cluster, tail
     assert settle_m_tail(cfg, m).m_tail == tail
 
 
-def test_a_shifted_pair_sharing_b_computes_the_fill_kernels_bits():
-    """The B-sharing pair of 256-row tiles with its second tile shifted: the same D bit for bit, and
-    no SFA box past M (interpreter, the launch's grid)."""
-    n, k, m = 256, 256, 300         # 2 m blocks: the pair (0, 1), block 1 holds 44 rows
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=256, block_n=128, stages=2, num_sms=4, cluster=2, multicast="B")
+@pytest.mark.parametrize("m,multicast,tail", [(196, "B", "shift"), (416, "B", "shift"), (4696, "B", "shift"),
+                                             (224, "B", "fill"), (250, "B", "fill"), (196, "A", "fill")])
+def test_128_row_tiles_sharing_b_shift_a_last_block_under_96_rows(m, multicast, tail):
+    """Specs 242-243 (bench/TUNING.md step 104): a 128x128 c2B pair whose second block holds 68 rows
+    ran 0.89x as long shifted (196x7168x16384, 62.4 -> 55.3 us); over 16 random shapes with 32-88
+    rows 0.984x (0.847x at 416x11904x8192).  With 96 rows the filled M = 224 ran as M = 256."""
+    from dgir.ops.fp8_gemm import shift_rows
+    cfg = Fp8GemmConfig(n=7168, k=16384, block_m=128, block_n=128, stages=5, cluster=2, multicast=multicast)
+    assert shift_rows(cfg) == (96 if multicast == "B" else 32)
+    assert settle_m_tail(cfg, m).m_tail == tail
+
+
+@pytest.mark.parametrize("bm,m", [(256, 300), (128, 200)])
+def test_a_shifted_pair_sharing_b_computes_the_fill_kernels_bits(bm, m):
+    """The B-sharing pair of 256- or 128-row tiles with its second tile shifted (it holds 44 / 72 rows):
+    the same D bit for bit, and no SFA box past M (interpreter, the launch's grid)."""
+    n, k = 256, 256                 # 2 m blocks: the pair (0, 1)
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=128, stages=2, num_sms=4, cluster=2, multicast="B")
     shifted = settle_m_tail(cfg, m)
     assert shifted.m_tail == "shift"
     ins = fp8_gemm_inputs(m, n, k, seed=5)

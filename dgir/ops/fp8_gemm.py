@@ -28,10 +28,12 @@ SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA al
 # 192-row tiles alike), 32 rows or more 0.999; 256-row tiles (spec oob2): 1.01-1.03 at 1-200 rows (the
 # zero-filled rows draw less power at the power limit these tiles run at)
 SHIFT_TAIL_BELOW = {64: 32, 128: 32, 192: 32, 256: 0}
-# 256-row tiles in clusters that share B along M (c2B): the last block's partner waits for its slow
-# loads, so the shift pays up to 64 rows (spec 181, TUNING step 87: 20 rows 0.83-0.91x the filled time,
-# 48-60 rows 0.87-1.04x, 112 rows 1.02x); filled 256-row tiles sharing A were 1-4% faster than shifted
-SHIFT_TAIL_BELOW_B_PAIRS = {256: 64}
+# Tiles in clusters that share B along M (c2B): the last block's partner waits for its slow loads, so
+# the shift pays further up.  256 rows: up to 64 (spec 181, TUNING step 87: 20 rows 0.83-0.91x the
+# filled time, 48-60 rows 0.87-1.04x, 112 rows 1.02x; filled 256-row tiles sharing A were 1-4% faster
+# than shifted).  128 rows: up to 96 (step 104: 196x7168x16384 with 68 rows 0.89x, spec 242; 16
+# random shapes with 32-88 rows 0.984x, 0.847x at 416x11904x8192, at most 1.007x, spec 243)
+SHIFT_TAIL_BELOW_B_PAIRS = {128: 96, 256: 64}
 # tiles of 192 or 256 rows and at most 64 columns: A's box is most of what a K block loads, and a box
 # of A mostly past M loads slowly, so any partial last block shifts (spec 187: 644x2112x7168 192x64
 # with 68 rows 35.3 -> 24.8 us, M = 768's full blocks 24.5; 1908x2112x7168 256x64 c2B with 116 rows
