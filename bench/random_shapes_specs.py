@@ -144,6 +144,11 @@ Spec 243 (--b-pair-tail): 128-row c2B tiles with a last m block of 32-95 rows, f
 Spec 244 (--table-rows-draw-2): spec 241's draw with another seed, at the end of step 104.
 
     python bench/random_shapes_specs.py --table-rows-draw-2 > bench/specs/tune244.txt
+
+Spec 245 (bench/specs/tune245.txt, by hand): candidates at spec 244's two shapes behind cuBLAS.
+Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
+
+    python bench/random_shapes_specs.py --issue-rows-draw > bench/specs/tune246.txt
 """
 import argparse
 import math
@@ -425,14 +430,18 @@ def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (
     return out
 
 
-def table_rows_shapes(seed=241, count=40):
+ISSUE_NK = ((2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168))
+
+
+def table_rows_shapes(seed=241, count=40, only=None):
     """Spec 241: the shipped table's (N, K) at random M (a multiple of 4, log-uniform in 4..8192, not
-    an M of the table): what a model's fixed layer shapes meet at the batch sizes between the rows."""
+    an M of the table): what a model's fixed layer shapes meet at the batch sizes between the rows.
+    Spec 246: the same at the issue's seven (N, K) only (`only`)."""
     import json
     with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
                            "fp8_gemm_nt_h200.json")) as f:
         entries = json.load(f)["entries"]
-    rows, exact = sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    rows, exact = sorted(only or {(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
     rng = random.Random(seed)
     out = []
     while len(out) < count:
@@ -540,6 +549,7 @@ NAMED = {
     "--b-pair-tail": (b_pair_tail_lines, 2),
     "--table-rows-draw": (lambda: api_and_cublas(table_rows_shapes()), 2),
     "--table-rows-draw-2": (lambda: api_and_cublas(table_rows_shapes(244)), 2),
+    "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
