@@ -146,6 +146,10 @@ Spec 244 (--table-rows-draw-2): spec 241's draw with another seed, at the end of
     python bench/random_shapes_specs.py --table-rows-draw-2 > bench/specs/tune244.txt
 
 Spec 245 (bench/specs/tune245.txt, by hand): candidates at spec 244's two shapes behind cuBLAS.
+Spec 247: a fresh draw at the end of step 104.
+
+    python bench/random_shapes_specs.py --seed 247 --m-multiple 4 > bench/specs/tune247.txt
+
 Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
 
     python bench/random_shapes_specs.py --issue-rows-draw > bench/specs/tune246.txt
