@@ -150,6 +150,10 @@ Spec 247: a fresh draw at the end of step 104.
 
     python bench/random_shapes_specs.py --seed 247 --m-multiple 4 > bench/specs/tune247.txt
 
+Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 8192, alone / c2A / c2B.
+
+    python bench/random_shapes_specs.py --one-round-multicast > bench/specs/tune248.txt
+
 Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
 
     python bench/random_shapes_specs.py --issue-rows-draw > bench/specs/tune246.txt
@@ -474,6 +478,29 @@ def b_pair_tail_lines(seed=243, count=16, rows=(32, 96)):
             out += [spec(m, cfg), spec(m, cfg) + ",mt=sh", f"{m},{n},{k}::cublas"]
 
 
+def one_round_multicast_lines(seed=248, count=14):
+    """Spec 248: 128x128 tiles in one round (0.85-1.0 of the SMs) at N = 576-1024, K >= 8192, where
+    the API runs the tile alone (every such draw): alone, in clusters multicasting A (where the n
+    blocks pair) and B, cuBLAS.  2608x704x13824 ran 0.925x alone in c2A (spec 239); c2B at N = 576-768
+    ran 0.94-0.99x alone at K >= 7168 (specs 229-233) but 1.02-1.05x at K <= 5120 (spec 235)."""
+    from dataclasses import replace
+
+    from dgir import tuning
+    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    rng = random.Random(seed)
+    out = []
+    for _ in range(count):
+        n, k = 64 * rng.randint(9, 16), 512 * rng.randint(16, 32)
+        blocks = ceil_div(n, 128)
+        mb = rng.randint(math.ceil(0.85 * 132 / blocks), 132 // blocks)
+        m = 4 * rng.randint((mb - 1) * 32 + 8, mb * 32)
+        alone = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        variants = [settle_m_tail(replace(alone, cluster=2, multicast=mc, m_tail="auto"), m) for mc in "AB"
+                    if mc == "B" or blocks % 2 == 0]
+        out += [spec(m, c) + m_tail_suffix(c) for c in [alone, *variants]] + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -553,6 +580,7 @@ NAMED = {
     "--b-pair-tail": (b_pair_tail_lines, 2),
     "--table-rows-draw": (lambda: api_and_cublas(table_rows_shapes()), 2),
     "--table-rows-draw-2": (lambda: api_and_cublas(table_rows_shapes(244)), 2),
+    "--one-round-multicast": (one_round_multicast_lines, 2),
     "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
