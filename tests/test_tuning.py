@@ -3,6 +3,7 @@ import json
 import statistics
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -538,6 +539,34 @@ def test_b_pair_tail_shift_against_its_held_out_timings():
         filled = chosen.kernel_name().removesuffix("_tsh")
         ratios.append(med[chosen.kernel_name()] / med[filled])
     assert len(ratios) == 17 and max(ratios) < 1.01 and statistics.geometric_mean(ratios) < 0.98
+
+
+def test_one_round_b_clusters_against_their_held_out_timings():
+    """Spec 248 (bench/TUNING.md step 104): one round of 128x128 tiles (0.85-1.0 of the SMs) at N =
+    576-1024, K >= 8192, 14 random shapes, alone / c2A / c2B beside cuBLAS.  The API now runs the
+    c2B kernel at each, timed there: 0.982x the tile alone in geomean, at most 1.006x."""
+    ratios = []
+    for (m, n, k), med in spec_medians(248).items():
+        chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
+        assert (chosen.block_m, chosen.block_n, chosen.cluster, chosen.multicast) == (128, 128, 2, "B")
+        alone = replace(chosen, cluster=1, multicast="A", m_tail="fill").kernel_name()
+        ratios.append(med[chosen.kernel_name()] / med[alone])
+    assert len(ratios) == 14 and max(ratios) < 1.01 and statistics.geometric_mean(ratios) < 0.985
+
+
+def test_one_round_b_clusters_only_at_long_k_and_moderate_n():
+    """The one-round c2B candidates (REFIT.one_round_b_*): 128x128 only, K >= 8192, N <= 1024, and
+    tiles filling 0.85-1.0 of the SMs (at K <= 5120 such clusters lost 2-5%, spec 235)."""
+    from dgir.ops.fp8_gemm import ceil_div
+    from dgir.ops.fp8_gemm_model import REFIT, candidate_configs
+
+    def offered(m, n, k):       # clusters offered below two rounds of tiles
+        return {(c.block_m, c.block_n) for c in candidate_configs(m, n, k, 132, REFIT)
+                if c.cluster == 2 and ceil_div(m, c.block_m) * ceil_div(n, c.block_n) < 2 * 132}
+    assert (128, 128) in offered(2636, 704, 12288)          # 21 x 6 = 126 tiles
+    assert (128, 128) not in offered(2636, 704, 5120)       # short K
+    assert (128, 128) not in offered(1600, 704, 12288)      # 13 x 6 = 78 tiles: under 0.85 of a round
+    assert not offered(2636, 704, 12288) - {(128, 128)}     # no other tile
 
 
 def test_clusters_below_two_rounds_only_at_narrow_n():

@@ -64,6 +64,11 @@ class ModelParams:
     # ... and up to this N (above narrow_cluster_max_n), clusters multicasting B only, for tiles of at
     # least 128x128
     narrow_b_cluster_max_n: int = 0
+    # ... and 128x128 tiles in clusters multicasting B where they fill one round to at least
+    # one_round_b_min_fill of the SMs, N <= one_round_b_max_n and K >= one_round_b_min_k
+    one_round_b_max_n: int = 0
+    one_round_b_min_k: int = 8192
+    one_round_b_min_fill: float = 0.85
 
 
 # M <= FIRST_FIT_MAX_M: the first fit.  Measured configs decide at M <= 128 (the tuned table, step
@@ -89,7 +94,12 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # halves; clusters below two rounds of tiles took 0.970x the time on 16 random
                     # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
                     # 1.015x), where for every N and tile they took 1.009x (spec 223, worst 1.104x)
-                    narrow_cluster_max_n=512)
+                    narrow_cluster_max_n=512,
+                    # one round of 128x128 tiles at long K: each CTA streams its whole K panel once,
+                    # all SMs at once, and B multicast halves B's L2 reads; held out on 14 random
+                    # shapes at N = 576-1024, K >= 8192 (spec 248, step 104): c2B 0.982x the tile
+                    # alone (0.911-1.006x); at K <= 5120 it lost (1.02-1.05x, spec 235)
+                    one_round_b_max_n=1024)
 GPC_SMS = ((6, 16), (2, 18))  # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)
 
@@ -181,7 +191,8 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
 def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B from `cluster_min_rounds` rounds of tiles, and
-    below it at narrow N and long K | two CTAs per SM for 64-row tiles), stages from the shared-memory
+    below it at narrow N and long K, and B-multicast 128x128 pairs in one full round at long K | two
+    CTAs per SM for 64-row tiles), stages from the shared-memory
     budget.  Split-K over a cluster is not a candidate: model_seconds scores it, but with the model's
     small-M error (x1.2) it picked configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19;
     bench/TUNING.md step 23), and the refit (step 84) would pick it, with shallow rings, at 11 of 84
@@ -190,6 +201,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
     narrow_b = n <= P.narrow_b_cluster_max_n and k >= P.narrow_cluster_min_k
+    one_round_b = n <= P.one_round_b_max_n and k >= P.one_round_b_min_k
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
     for bm in (64, 128, 192, 256):
@@ -209,7 +221,8 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
                     yield Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                         split_k=sk, ctas_per_sm=occ)
                     clustered = tiles >= cluster_min_tiles or (narrow and bm >= 128 and bn >= 64)
-                    b_only = not clustered and narrow_b and bm >= 128 and bn >= 128
+                    b_only = not clustered and ((narrow_b and bm >= 128 and bn >= 128) or (
+                        one_round_b and (bm, bn) == (128, 128) and P.one_round_b_min_fill * num_sms <= tiles <= num_sms))
                     if sk == 1 and occ == 1 and (clustered or b_only):
                         for mc, rows in (("A", bm), ("B", bn))[b_only:]:
                             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
