@@ -154,6 +154,7 @@ Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 819
 
     python bench/random_shapes_specs.py --one-round-multicast > bench/specs/tune248.txt
     python bench/random_shapes_specs.py --one-round-multicast-wide > bench/specs/tune249.txt
+    python bench/random_shapes_specs.py --one-round-multicast-7168 > bench/specs/tune250.txt
 
 Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
 
@@ -479,13 +480,14 @@ def b_pair_tail_lines(seed=243, count=16, rows=(32, 96)):
             out += [spec(m, cfg), spec(m, cfg) + ",mt=sh", f"{m},{n},{k}::cublas"]
 
 
-def one_round_multicast_lines(seed=248, count=14, wide=False):
+def one_round_multicast_lines(seed=248, count=14, wide=False, k_blocks=(16, 32)):
     """Spec 248: 128x128 tiles in one round (0.85-1.0 of the SMs) at N = 576-1024, K >= 8192, where
     the API runs the tile alone (every such draw): alone, in clusters multicasting A (where the n
     blocks pair) and B, cuBLAS.  2608x704x13824 ran 0.925x alone in c2A (spec 239); c2B at N = 576-768
     ran 0.94-0.99x alone at K >= 7168 (specs 229-233) but 1.02-1.05x at K <= 5120 (spec 235).
     Spec 249 (`wide`): the same at N = 1088-16384 (log-uniform), where the API runs 128x128 alone (it
-    skips the draws where it does not), alone and c2B."""
+    skips the draws where it does not), alone and c2B.  Spec 250: K = 7168 or 7680 (`k_blocks` of 512),
+    below the rule's bound."""
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
@@ -496,9 +498,9 @@ def one_round_multicast_lines(seed=248, count=14, wide=False):
     groups = 0
     while groups < count:
         if wide:
-            n, k = 64 * round(math.exp(rng.uniform(math.log(1088), math.log(16384))) / 64), 512 * rng.randint(16, 32)
+            n, k = 64 * round(math.exp(rng.uniform(math.log(1088), math.log(16384))) / 64), 512 * rng.randint(*k_blocks)
         else:
-            n, k = 64 * rng.randint(9, 16), 512 * rng.randint(16, 32)
+            n, k = 64 * rng.randint(9, 16), 512 * rng.randint(*k_blocks)
         blocks = ceil_div(n, 128)
         if math.ceil(0.85 * 132 / blocks) > 132 // blocks:
             continue
@@ -595,6 +597,7 @@ NAMED = {
     "--table-rows-draw-2": (lambda: api_and_cublas(table_rows_shapes(244)), 2),
     "--one-round-multicast": (one_round_multicast_lines, 2),
     "--one-round-multicast-wide": (lambda: one_round_multicast_lines(249, 12, wide=True), 2),
+    "--one-round-multicast-7168": (lambda: one_round_multicast_lines(250, 12, k_blocks=(14, 15)), 2),
     "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
