@@ -98,7 +98,8 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # one round of 128x128 tiles at long K: each CTA streams its whole K panel once,
                     # all SMs at once, and B multicast halves B's L2 reads; held out on 14 random
                     # shapes at N = 576-1024, K >= 8192 (spec 248, step 104): c2B 0.982x the tile
-                    # alone (0.911-1.006x); at K <= 5120 it lost (1.02-1.05x, spec 235), and at N =
+                    # alone (0.911-1.006x); at K = 7168-7680 1.009x (spec 250), at K <= 5120 it
+                    # lost (1.02-1.05x, spec 235), and at N =
                     # 1088-3840 it gained nothing where the pairs stay in one round (1.005x over six,
                     # spec 249; where an odd count of m blocks leaves the pairs two rounds, 1.7-1.8x,
                     # which the model counts and does not pick)
