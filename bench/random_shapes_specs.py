@@ -150,6 +150,10 @@ Spec 247: a fresh draw at the end of step 104.
 
     python bench/random_shapes_specs.py --seed 247 --m-multiple 4 > bench/specs/tune247.txt
 
+Spec 251: a fresh draw after every change of step 104.
+
+    python bench/random_shapes_specs.py --seed 251 --m-multiple 4 > bench/specs/tune251.txt
+
 Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 8192, alone / c2A / c2B.
 
     python bench/random_shapes_specs.py --one-round-multicast > bench/specs/tune248.txt
