@@ -119,13 +119,13 @@ Spec 235 (--narrow-b-clusters, step 104): clusters multicasting B below two roun
 
     python bench/random_shapes_specs.py --narrow-b-clusters > bench/specs/tune235.txt
 
-Spec 237: a fresh draw at the start of step 104.
-
-    python bench/random_shapes_specs.py --seed 237 --m-multiple 4 > bench/specs/tune237.txt
-
 Spec 236 (--entry-192x80): a REFIT efficiency entry for 192x80 where it changes the choice.
 
     python bench/random_shapes_specs.py --entry-192x80 > bench/specs/tune236.txt
+
+Spec 237: a fresh draw at the start of step 104.
+
+    python bench/random_shapes_specs.py --seed 237 --m-multiple 4 > bench/specs/tune237.txt
 
 Spec 238 (--outgrown-nearby): nearby entries whose walk grows at M, set aside for the model's pick.
 
@@ -137,6 +137,7 @@ Spec 241 (--table-rows-draw): the API against cuBLAS at the table's (N, K) at 40
     python bench/random_shapes_specs.py --table-rows-draw > bench/specs/tune241.txt
 
 Spec 242 (bench/specs/tune242.txt, by hand): 196x7168x16384 with its last m block shifted, alone, c2A.
+
 Spec 243 (--b-pair-tail): 128-row c2B tiles with a last m block of 32-95 rows, filled and shifted.
 
     python bench/random_shapes_specs.py --b-pair-tail > bench/specs/tune243.txt
@@ -146,13 +147,14 @@ Spec 244 (--table-rows-draw-2): spec 241's draw with another seed, at the end of
     python bench/random_shapes_specs.py --table-rows-draw-2 > bench/specs/tune244.txt
 
 Spec 245 (bench/specs/tune245.txt, by hand): candidates at spec 244's two shapes behind cuBLAS.
+
+Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
+
+    python bench/random_shapes_specs.py --issue-rows-draw > bench/specs/tune246.txt
+
 Spec 247: a fresh draw at the end of step 104.
 
     python bench/random_shapes_specs.py --seed 247 --m-multiple 4 > bench/specs/tune247.txt
-
-Spec 251: a fresh draw after every change of step 104.
-
-    python bench/random_shapes_specs.py --seed 251 --m-multiple 4 > bench/specs/tune251.txt
 
 Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 8192, alone / c2A / c2B.
 
@@ -160,9 +162,9 @@ Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 819
     python bench/random_shapes_specs.py --one-round-multicast-wide > bench/specs/tune249.txt
     python bench/random_shapes_specs.py --one-round-multicast-7168 > bench/specs/tune250.txt
 
-Spec 246 (--issue-rows-draw): the issue's seven (N, K) at 40 random M between the table's rows.
+Spec 251: a fresh draw after every change of step 104.
 
-    python bench/random_shapes_specs.py --issue-rows-draw > bench/specs/tune246.txt
+    python bench/random_shapes_specs.py --seed 251 --m-multiple 4 > bench/specs/tune251.txt
 """
 import argparse
 import math
@@ -235,17 +237,24 @@ WIDER_192 = 1.335      # 192x64's single-CTA entry over the first fit's formula 
 NARROW_192 = 0.42
 
 
+# fp8_gemm.SHIFT_TAIL_BELOW_B_PAIRS as the specs drawn through api_choice saw it (before step 104 shifted
+# 128-row c2B tails under 96 rows), so that each generator still writes its committed file
+TAIL_PAIRS_DRAWN = {256: 64}
+
+
 def api_choice(m, n, k, params, band):
     """The API's config at (m, n, k) with the cost model's constants `params` for the M of `band`
-    (a predicate over M; the model's own constants elsewhere)."""
+    (a predicate over M; the model's own constants elsewhere), its m tail settled by TAIL_PAIRS_DRAWN."""
     from dgir import tuning
+    from dgir.ops import fp8_gemm as F
     from dgir.ops import fp8_gemm_model as model
-    params_for = model.params_for
+    params_for, pairs = model.params_for, F.SHIFT_TAIL_BELOW_B_PAIRS
     model.params_for = lambda mm: params if band(mm) else params_for(mm)
+    F.SHIFT_TAIL_BELOW_B_PAIRS = TAIL_PAIRS_DRAWN
     try:
         return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
     finally:
-        model.params_for = params_for
+        model.params_for, F.SHIFT_TAIL_BELOW_B_PAIRS = params_for, pairs
 
 
 def in_band_192(m):
@@ -273,11 +282,11 @@ NARROW_192_ENTRIES = tuple((192, bn, NARROW_192) for bn in (72, 80, 88))    # ad
 
 
 def refit(**changes):
-    """REFIT as step 102 left it (no narrow-N clusters), with `changes`."""
+    """REFIT as step 102 left it (no narrow-N clusters, no one-round B clusters), with `changes`."""
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
-    return replace(model.REFIT, **{"narrow_cluster_max_n": 0, **changes})
+    return replace(model.REFIT, **{"narrow_cluster_max_n": 0, "one_round_b_max_n": 0, **changes})
 
 
 def band_192_lines(base, variants, seed, count, shown=()):
@@ -408,19 +417,23 @@ def entry_192x80_lines(seed=236, count=16, efficiency=0.58):
     return above_320_change_lines(seed, count, base, variant)
 
 
+def table_rows():
+    """The shipped table's (N, K) rows, sorted, and its exact (M, N, K) shapes."""
+    import json
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
+                           "fp8_gemm_nt_h200.json")) as f:
+        entries = json.load(f)["entries"]
+    return sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+
+
 def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (324, 1024)), bounds=(math.inf, 1.2)):
     """Spec 238: shapes at the shipped table's (N, K) between its M rows where `tuning.outgrown_entry`
     sets the nearby entry aside (its load grows at M and the model rates it >= 1.2x its own pick;
     tuning.NEARBY_OUTGROWN `bounds[0]` -> `bounds[1]`): `per_band` random ones (M a multiple of 4,
     log-uniform) in each of `bands`, the API's choice before, after, cuBLAS.  Spec 240: the bound
     from 1.2 down to 1.0, at M = 132-192, 324-1024 and 1028-8192."""
-    import json
-
     from dgir import tuning
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
-                           "fp8_gemm_nt_h200.json")) as f:
-        entries = json.load(f)["entries"]
-    rows, exact = sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    rows, exact = table_rows()
     rng = random.Random(seed)
     out = []
     for lo, hi in bands:
@@ -451,11 +464,8 @@ def table_rows_shapes(seed=241, count=40, only=None):
     """Spec 241: the shipped table's (N, K) at random M (a multiple of 4, log-uniform in 4..8192, not
     an M of the table): what a model's fixed layer shapes meet at the batch sizes between the rows.
     Spec 246: the same at the issue's seven (N, K) only (`only`)."""
-    import json
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
-                           "fp8_gemm_nt_h200.json")) as f:
-        entries = json.load(f)["entries"]
-    rows, exact = sorted(only or {(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    rows, exact = table_rows()
+    rows = sorted(only) if only else rows
     rng = random.Random(seed)
     out = []
     while len(out) < count:
@@ -472,15 +482,17 @@ def b_pair_tail_lines(seed=243, count=16, rows=(32, 96)):
     c2B tiles below 64, spec 181): spec 242's 196x7168x16384 ran 0.89x the filled time shifted (68
     rows).  `count` random shapes (drawn as spec 223's, M >= 132) where the API runs such a tile: the
     filled config, the shifted one, cuBLAS."""
-    from dgir import tuning
+    from dataclasses import replace
+
     from dgir.ops.fp8_gemm import last_m0
     out = []
     for m, n, k in drawn_shapes(seed, 132):
         if len(out) == 3 * count:
             return out
-        cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        # the API's tile as drawn (step 103's model); its m tail is this spec's question
+        cfg = replace(api_choice(m, n, k, refit(narrow_cluster_max_n=512), above_first_fit), m_tail="fill")
         held = m - last_m0(m, cfg.block_m)
-        if (cfg.block_m, cfg.cluster, cfg.multicast, cfg.m_tail) == (128, 2, "B", "fill") and rows[0] <= held < rows[1]:
+        if (cfg.block_m, cfg.cluster, cfg.multicast) == (128, 2, "B") and rows[0] <= held < rows[1]:
             out += [spec(m, cfg), spec(m, cfg) + ",mt=sh", f"{m},{n},{k}::cublas"]
 
 
@@ -577,8 +589,9 @@ def one_round_cluster_lines(seed=223, count=20):
     log-uniform in 324..8192) where that changes the API's choice: the current choice, the variant's,
     cuBLAS.  Then the coverage shape 512x4096x7168 (one round of 128x128, below cuBLAS) with both
     clusters beside its table config."""
-    return above_320_change_lines(seed, count, refit(), refit(cluster_min_rounds=0.5)) + ["512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A",
-                  "512,4096,7168:bm=128,bn=128,s=5,cl=2B", "512,4096,7168::cublas"]
+    return above_320_change_lines(seed, count, refit(), refit(cluster_min_rounds=0.5)) + [
+        "512,4096,7168::default", "512,4096,7168:bm=128,bn=128,s=5,cl=2A", "512,4096,7168:bm=128,bn=128,s=5,cl=2B",
+        "512,4096,7168::cublas"]
 
 
 def api_and_cublas(shape_list):

@@ -18,8 +18,9 @@ scaled by its load at this M against its own (`sm_load`: how many rounds its til
 CTAs per SM how many CTAs an SM holds; bench/TUNING.md
 step 46): the rounds are what changes between nearby M (M = 200 needs two 192-row blocks where
 M = 192 needs one).  An entry whose rounds grow at M, and that the cost model rates slower than its
-own pick there, is set aside (:func:`outgrown_entry`, step 104).  A small M whose (N, K) has no entries at all may take the config of the
-nearest measured (N', K') instead (:func:`analogous`, step 82).  Else the cost model.  A config is
+own pick there, is set aside (:func:`outgrown_entry`, step 104).  A small M whose (N, K) has no
+entries at all may take the config of the nearest measured (N', K') instead (:func:`analogous`,
+step 82).  Else the cost model.  A config is
 a dict of the operator's config fields; it is validated before use, so a stale or hand-edited entry
 is skipped rather than trusted.
 

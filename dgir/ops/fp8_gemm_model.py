@@ -99,10 +99,10 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # all SMs at once, and B multicast halves B's L2 reads; held out on 14 random
                     # shapes at N = 576-1024, K >= 8192 (spec 248, step 104): c2B 0.982x the tile
                     # alone (0.911-1.006x); at K = 7168-7680 1.009x (spec 250), at K <= 5120 it
-                    # lost (1.02-1.05x, spec 235), and at N =
-                    # 1088-3840 it gained nothing where the pairs stay in one round (1.005x over six,
-                    # spec 249; where an odd count of m blocks leaves the pairs two rounds, 1.7-1.8x,
-                    # which the model counts and does not pick)
+                    # lost (1.02-1.05x, spec 235), and at N = 1088-3840 it gained nothing where the
+                    # pairs stay in one round (1.005x over six, spec 249; where an odd count of m
+                    # blocks leaves the pairs two rounds, 1.7-1.8x, which the model counts and does
+                    # not pick)
                     one_round_b_max_n=1024)
 GPC_SMS = ((6, 16), (2, 18))  # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)
@@ -196,11 +196,11 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B from `cluster_min_rounds` rounds of tiles, and
     below it at narrow N and long K, and B-multicast 128x128 pairs in one full round at long K | two
-    CTAs per SM for 64-row tiles), stages from the shared-memory
-    budget.  Split-K over a cluster is not a candidate: model_seconds scores it, but with the model's
-    small-M error (x1.2) it picked configs measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19;
-    bench/TUNING.md step 23), and the refit (step 84) would pick it, with shallow rings, at 11 of 84
-    coverage shapes where no such config was ever timed; the tuned table chooses it where measured."""
+    CTAs per SM for 64-row tiles), stages from the shared-memory budget.  Split-K over a cluster is not
+    a candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked configs
+    measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23), and the
+    refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage shapes where no such config
+    was ever timed; the tuned table chooses it where measured."""
     P = params or params_for(m)
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
