@@ -1,9 +1,11 @@
 """Which cuBLAS kernel torch's block-scaled call runs at each shape, and its launch grid: the
 kernel names of nvjet encode the tile (e.g. `nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA_...`:
 128x128 tile, K step 128, 6 stages, cluster 2x1), so where cuBLAS is ahead this says with what.
-One torch.profiler trace per shape (three calls after a warm-up).
+One torch.profiler trace per shape (three calls after a warm-up, back to back: L2 stays warm, so
+the durations are the kernels' own, without the flushing timer's ~4 us).  With DGIR_OURS=1 the
+API's kernel of the same shape is traced too (row key "ours"), for an in-kernel comparison.
 
-    python bench/cublas_kernels.py --out $OUT/cublas_kernels.json [M,N,K ...]
+    [DGIR_OURS=1] python bench/cublas_kernels.py --out $OUT/cublas_kernels.json [M,N,K ...]
 """
 import json
 import os
@@ -13,6 +15,7 @@ import torch
 
 from common import cublas_fp8_gemm, header, out_and_shapes, write  # bench/ (this script's folder is on sys.path)
 
+from dgir import deep_gemm
 from dgir.gpu_run import fp8_inputs
 
 # shapes where cuBLAS led ours in bench/TUNING.md step 103 (specs 218, 225, 228-230) and the coverage
@@ -51,9 +54,14 @@ def main():
     for m, n, k in shapes:
         A, sfa, B, sfb, _ = fp8_inputs(m, n, k, dev, 0, 2.0)
         rows.append({"m": m, "n": n, "k": k, "kernels": kernels_of(cublas_fp8_gemm(A, sfa, B, sfb))})
-        print(m, n, k, [(x["name"][:90], x["grid"]) for x in rows[-1]["kernels"]], flush=True)
+        if os.environ.get("DGIR_OURS") == "1":
+            d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
+            rows[-1]["ours"] = kernels_of(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d))
+        print(m, n, k, [(x["name"][:90], x["grid"], min(x["us"])) for x in rows[-1]["kernels"] + rows[-1].get("ours", [])],
+              flush=True)
     write(out, {**header(dev), "method": "torch.profiler CUDA kernel events of torch._scaled_mm "
-                     "(block scales 1x128 / 128x128), three calls after one warm-up", "rows": rows})
+                     "(block scales 1x128 / 128x128), three calls after one warm-up; 'ours': the same for "
+                     "deep_gemm.fp8_gemm_nt (the API's choice) where DGIR_OURS=1", "rows": rows})
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Launch one fp8_gemm_nt config a few times (for `ncu`): python bench/ncu_one.py M,N,K bm,bn,stages[,cl]
-(or `cublas` instead of the config: torch._scaled_mm on the same inputs; or a config in
-bench/experiments.py's spec keys, e.g. bm=256,bn=128,s=3,cl=2A,sms=130,ee=staging)."""
+(or `cublas` instead of the config: torch._scaled_mm on the same inputs; `api`: the config the API
+chooses for the shape; or a config in bench/experiments.py's spec keys, e.g.
+bm=256,bn=128,s=3,cl=2A,sms=130,ee=staging)."""
 import sys
 
 import torch
@@ -23,7 +24,9 @@ if sys.argv[2] == "cublas":
     torch.cuda.synchronize()
     torch.cuda.profiler.stop()
     sys.exit(0)
-if "=" in sys.argv[2]:
+if sys.argv[2] == "api":
+    cfg = None
+elif "=" in sys.argv[2]:
     from experiments import spec_config
     cfg = spec_config(n, k, sys.argv[2], torch.cuda.get_device_properties(dev).multi_processor_count)
 else:
