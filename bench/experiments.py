@@ -80,6 +80,7 @@ VARIANTS = {
     # default passes, emitter settings changed (EMITTER_KNOBS below)
     "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
+    "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     # slot arithmetic in front of the barrier waits (pass hoist_wait_arithmetic, steps 66-68): every
@@ -163,6 +164,10 @@ EMITTER_KNOBS = {
     # variant) / as i < ceildiv(a, g), the form before
     "loopmul": lambda: emitter_knob("dgir.emitters.ptx.emit", LOOP_BOUND_WITHOUT_DIVISION=True),
     "loopdiv": lambda: emitter_knob("dgir.emitters.ptx.emit", LOOP_BOUND_WITHOUT_DIVISION=False),
+    # the barrier waits with a suspend-time hint: CUTLASS's 10 ms (a waiting warp sleeps until the
+    # phase completes) / 1 us (step 105)
+    "suspend": lambda: emitter_knob("dgir.emitters.ptx.emit", WAIT_SUSPEND_NS=0x989680),
+    "suspend1us": lambda: emitter_knob("dgir.emitters.ptx.emit", WAIT_SUSPEND_NS=1000),
 }
 
 

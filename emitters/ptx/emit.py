@@ -36,6 +36,11 @@ LOAD_REGION_FALLS_THROUGH = False
 # the first tile does not wait for a run-time division: the producer reaches its first TMA 50-200
 # cycles sooner (TUNING step 70).  False: the division form (bench variant `loopdiv`)
 LOOP_BOUND_WITHOUT_DIVISION = True
+# the barrier waits' suspend-time hint (ns), or None for none: with a hint a waiting warp sleeps until
+# the phase completes (or the time passes) instead of retrying after the system's default limit;
+# CUTLASS's ClusterBarrier::wait passes 0x989680 (10 ms).  Measured in TUNING step 105 (bench
+# variants `suspend`, `suspend1us`) against the power the waits spend at the 700 W limit
+WAIT_SUSPEND_NS: int | None = None
 
 
 def kernel_params(kernel: Node) -> list[tuple[str, str, str]]:
@@ -126,7 +131,8 @@ class Emitter:
         p, loop = self.b.reg("pred"), self.b.label("wait")
         self.b.put_label(loop)
         sem = f".acquire.{scope}" if scope else ""
-        self.b(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 {p}, [{addr}], {parity};")
+        hint = "" if WAIT_SUSPEND_NS is None else f", {WAIT_SUSPEND_NS}"
+        self.b(f"mbarrier.try_wait.parity{sem}.shared::cta.b64 {p}, [{addr}], {parity}{hint};")
         self.b(f"@!{p} bra {loop};")
 
     def tile(self, name: str) -> list[str]:
