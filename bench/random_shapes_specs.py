@@ -165,6 +165,10 @@ Spec 248 (--one-round-multicast): one round of 128x128 at N = 576-1024, K >= 819
 Spec 251: a fresh draw after every change of step 104.
 
     python bench/random_shapes_specs.py --seed 251 --m-multiple 4 > bench/specs/tune251.txt
+
+Spec 256: the N-first tile order of one round at narrow N (`one_round_order_lines`).
+
+    python bench/random_shapes_specs.py --one-round-order > bench/specs/tune256.txt
 """
 import argparse
 import math
@@ -532,6 +536,37 @@ def one_round_multicast_lines(seed=248, count=14, wide=False, k_blocks=(16, 32))
     return out
 
 
+def one_round_order_lines(seed=256, count=16):
+    """Spec 256: the tile order of one round at narrow N.  Spec 255 timed single 128x128 CTAs walking
+    N first (swizzle_group 1: the few CTAs that share an A panel are neighbours in launch order, so
+    their reads meet in L2's request coalescer) 2-5% ahead of the API's B pairs at four shapes.  Here
+    `count` random shapes (M a multiple of 4 log-uniform in 324..8192, N a multiple of 64 in
+    256..1024, K a multiple of 512 in 2048..16384) where the API's config walks one round of at most
+    8 n blocks without a K split: the API's config, its tile alone in the default order (where the
+    API's is clustered or not in that order), alone walking N first, cuBLAS."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    rng = random.Random(seed)
+    out, groups = [], 0
+    while groups < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
+        n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
+        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        tiles = ceil_div(m, api.block_m) * api.n_blocks
+        if api.split_k > 1 or api.block_m < 128 or api.n_blocks > 8 or tiles > 132 or tiles < 66:
+            continue
+        groups += 1
+        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+        rows = [f"{m},{n},{k}::default"]
+        if alone != api:
+            rows.append(spec(m, alone) + m_tail_suffix(alone))
+        rows += [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
+        out += rows
+    return out
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -602,7 +637,7 @@ def api_and_cublas(shape_list):
 NAMED = {
     "--keep-rounds": (keep_rounds_lines, 3), "--cluster-rounds": (cluster_rounds_lines, 3),
     "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
-    "--one-round-clusters": (one_round_cluster_lines, 2),
+    "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
