@@ -68,6 +68,8 @@ EARLY_STORE_OFF_SHORT_K_MAX_M = 1792
 EARLY_STORE_SHORT_K_BLOCKS = 4
 # the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
 EARLY_EPILOGUE_MAX_K_BLOCKS = 16
+# one round of tiles over at most this many n blocks: the API walks single CTAs N first (settle_walk_order)
+N_FIRST_MAX_N_BLOCKS = 8
 
 
 @dataclass(frozen=True)
@@ -183,8 +185,9 @@ class Fp8GemmConfig:
         ring = "_dring" if self.staging == "ring" else ""
         tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
         late = {"off": "_late", "staging": "_estg"}.get(self.early_epilogue, "")
+        order = f"_g{self.swizzle_group}" if self.swizzle_group != 16 else ""     # bands of the tile order
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{tail}{late}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{order}{tail}{late}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -260,6 +263,24 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     below = shift_rows(cfg)
     moves = bool(below) and tail_cap(m, cfg.block_m, below) != last_m0(m, cfg.block_m)
     return replace(cfg, m_tail="shift" if moves else "fill")
+
+
+def settle_walk_order(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
+    """The API's tile order for a call at M = m (dgir.tuning.choose): where single CTAs of the tile
+    fill between half a round and one round of the SMs over at most N_FIRST_MAX_N_BLOCKS n blocks,
+    they walk N first (swizzle_group 1), alone, in place of a multicast cluster.  Launched N first,
+    the few CTAs that read one A panel start side by side and stay in step, so L2's request coalescer
+    merges their reads (ncu at 5580x384x5632: 3.77M L2 read sectors against 4.52M in the M-first
+    order, 4.30M for the B pairs; cuBLAS 2.80M), and the board runs a higher clock at its power
+    limit.  Measured: 0.973x the API's time before the rule over 19 one-round shapes at N = 256-1024,
+    none slower (0.895-0.998x; spec 256, bench/TUNING.md step 105).  An entry with its own order
+    keeps it; split-K, stream-K, 64-row tiles and multi-round walks keep theirs."""
+    tiles = ceil_div(m, cfg.block_m) * cfg.n_blocks
+    if (cfg.split_k > 1 or cfg.stream_k or cfg.block_m < 128 or cfg.ctas_per_sm > 1 or cfg.swizzle_group != 16
+            or cfg.n_blocks > N_FIRST_MAX_N_BLOCKS or not cfg.num_sms // 2 <= tiles <= cfg.num_sms):
+        return cfg
+    return replace(cfg, cluster=1, multicast="A", swizzle_group=1,
+                   m_tail="auto" if cfg.cluster > 1 else cfg.m_tail)    # a pair's tail rule is not a CTA's
 
 
 def settle_early_epilogue(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
