@@ -88,7 +88,10 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune201_exp.json",
             # step 97: the K = 1536-2048 entries at M > 1024 re-timed against 256x128 (three passes;
             # the picks it moved among them)
-            "results/raw/tune203_exp.json"]
+            "results/raw/tune203_exp.json",
+            # spec 257: the N = 576 shapes whose pick step 105 turned into the tile alone walking N
+            # first (fp8_gemm.settle_walk_order), beside the pick before it and cuBLAS (two passes)
+            "results/raw/tune257_exp.json"]
 # Not used: spec 106 (bench/TUNING.md step 61) timed the API's picks with an earlier form of the L2
 # hint (an evict_normal policy while the hint was off, up to 17% slower there), not today's kernels.
 # Not used: spec 92 (those three shapes' first re-timing) - cuBLAS ran anomalously slow in that call
