@@ -169,6 +169,11 @@ Spec 251: a fresh draw after every change of step 104.
 Spec 256: the N-first tile order of one round at narrow N (`one_round_order_lines`).
 
     python bench/random_shapes_specs.py --one-round-order > bench/specs/tune256.txt
+
+Specs 258 and 259: that order past one round, and at one round over 9-16 n blocks.
+
+    python bench/random_shapes_specs.py --multi-round-order > bench/specs/tune258.txt
+    python bench/random_shapes_specs.py --wider-one-round-order > bench/specs/tune259.txt
 """
 import argparse
 import math
@@ -567,6 +572,69 @@ def one_round_order_lines(seed=256, count=16):
     return out
 
 
+def multi_round_order_lines(seed=258, count=16):
+    """Spec 258: the N-first tile order (spec 256) past one round.  `count` random shapes (M a
+    multiple of 4 log-uniform in 1024..16384, N a multiple of 64 in 256..1024, K a multiple of 512 in
+    2048..16384) where the API's config walks 1.05 to 4 rounds of at most 8 n blocks, tiles of 128
+    rows or more, no K split: the API's config, its tile alone in the default order, alone N first,
+    the API's clusters N first (where it runs clusters), cuBLAS.  Spec 256 left this open: there the
+    launch put the CTAs of one A panel side by side; over several rounds the walk decides who runs
+    together (walker c takes tiles c, c + G, ...: in step while the tiles cost the same)."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    rng = random.Random(seed)
+    out, groups = [], 0
+    while groups < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(1024), math.log(16384))) / 4)
+        n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
+        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        rounds = ceil_div(m, api.block_m) * api.n_blocks / api.num_sms
+        if api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 or api.n_blocks > 8 \
+                or not 1.05 <= rounds <= 4:
+            continue
+        groups += 1
+        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+        rows = [f"{m},{n},{k}::default"]
+        if alone != api:
+            rows.append(spec(m, alone) + m_tail_suffix(alone))
+        rows.append(spec(m, alone) + m_tail_suffix(alone) + ",g=1")
+        if api.cluster > 1:
+            rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
+        out += rows + [f"{m},{n},{k}::cublas"]
+    return out
+
+
+def wider_one_round_order_lines(seed=259, count=10):
+    """Spec 259: the N-first order of one round at 9-16 n blocks (N a multiple of 64 in
+    1088..2048; M a multiple of 4 log-uniform in 324..4096, K a multiple of 512 in 2048..16384) where
+    the API walks half to one round of tiles of 128 rows or more without a K split: the API's config,
+    its tile alone (default order, where the API's differs), alone N first, cuBLAS.  The rule stops at
+    8 n blocks because 512x4096x7168 (32) ran N first 5% slower (spec 253); between them is untimed."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    rng = random.Random(seed)
+    out, groups = [], 0
+    while groups < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(4096))) / 4)
+        n, k = 64 * rng.randint(17, 32), 512 * rng.randint(4, 32)
+        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        tiles = ceil_div(m, api.block_m) * api.n_blocks
+        if api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 or not 9 <= api.n_blocks <= 16 \
+                or not 66 <= tiles <= 132:
+            continue
+        groups += 1
+        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+        rows = [f"{m},{n},{k}::default"]
+        if alone != api:
+            rows.append(spec(m, alone) + m_tail_suffix(alone))
+        out += rows + [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
+    return out
+
+
 def narrow_n_mid_m_lines():
     """Spec 232: the narrow-N cluster rule's changes at M = 324-1500 (N 256-512, K 4096-16384; four
     draws of 400, seeds 5-8): every shape where it changes the API's choice, the choice with the rule,
@@ -638,6 +706,7 @@ NAMED = {
     "--keep-rounds": (keep_rounds_lines, 3), "--cluster-rounds": (cluster_rounds_lines, 3),
     "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
     "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
+    "--multi-round-order": (multi_round_order_lines, 2), "--wider-one-round-order": (wider_one_round_order_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
