@@ -572,7 +572,7 @@ def one_round_order_lines(seed=256, count=16):
     return out
 
 
-def multi_round_order_lines(seed=258, count=16):
+def multi_round_order_lines(seed=258, count=8):
     """Spec 258: the N-first tile order (spec 256) past one round.  `count` random shapes (M a
     multiple of 4 log-uniform in 1024..16384, N a multiple of 64 in 256..1024, K a multiple of 512 in
     2048..16384) where the API's config walks 1.05 to 4 rounds of at most 8 n blocks, tiles of 128
