@@ -170,10 +170,12 @@ Spec 256: the N-first tile order of one round at narrow N (`one_round_order_line
 
     python bench/random_shapes_specs.py --one-round-order > bench/specs/tune256.txt
 
-Specs 258 and 259: that order past one round, and at one round over 9-16 n blocks.
+Specs 258 and 259: that order past one round, and at one round over 9-16 n blocks; spec 260 held out
+after adopting it past one round.
 
     python bench/random_shapes_specs.py --multi-round-order > bench/specs/tune258.txt
     python bench/random_shapes_specs.py --wider-one-round-order > bench/specs/tune259.txt
+    python bench/random_shapes_specs.py --multi-round-order-held-out > bench/specs/tune260.txt
 """
 import argparse
 import math
@@ -606,6 +608,35 @@ def multi_round_order_lines(seed=258, count=8):
     return out
 
 
+def multi_round_order_held_out_lines(seed=260, count=8):
+    """Spec 260: the N-first order past one round, held out after its adoption (step 106): `count`
+    fresh random shapes drawn as for spec 258 where the rule changes the API's choice, then the two
+    coverage shapes it changes (7168x576x7168 and 8191x576x7168: 192x96 c2B before): the API's
+    choice, the choice without the rule past one round, cuBLAS."""
+    from dgir.ops import fp8_gemm as F
+    from dgir.ops import fp8_gemm_model as model
+
+    def before_rule(m, n, k):
+        bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, 1
+        try:
+            return api_choice(m, n, k, model.REFIT, above_first_fit)
+        finally:
+            F.N_FIRST_MAX_ROUNDS = bound
+
+    rng = random.Random(seed)
+    changed = []
+    while len(changed) < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(1024), math.log(16384))) / 4)
+        n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
+        if api_choice(m, n, k, model.REFIT, above_first_fit) != before_rule(m, n, k):
+            changed.append((m, n, k))
+    out = []
+    for m, n, k in changed + [(7168, 576, 7168), (8191, 576, 7168)]:
+        before = before_rule(m, n, k)
+        out += [f"{m},{n},{k}::default", spec(m, before) + m_tail_suffix(before), f"{m},{n},{k}::cublas"]
+    return out
+
+
 def wider_one_round_order_lines(seed=259, count=10):
     """Spec 259: the N-first order of one round at 9-16 n blocks (N a multiple of 64 in
     1088..2048; M a multiple of 4 log-uniform in 324..4096, K a multiple of 512 in 2048..16384) where
@@ -707,6 +738,7 @@ NAMED = {
     "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
     "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
     "--multi-round-order": (multi_round_order_lines, 2), "--wider-one-round-order": (wider_one_round_order_lines, 2),
+    "--multi-round-order-held-out": (multi_round_order_held_out_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),

@@ -68,8 +68,11 @@ EARLY_STORE_OFF_SHORT_K_MAX_M = 1792
 EARLY_STORE_SHORT_K_BLOCKS = 4
 # the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
 EARLY_EPILOGUE_MAX_K_BLOCKS = 16
-# one round of tiles over at most this many n blocks: the API walks single CTAs N first (settle_walk_order)
+# half a round to N_FIRST_MAX_ROUNDS rounds of tiles over at most N_FIRST_MAX_N_BLOCKS n blocks: the API walks
+# single CTAs N first (settle_walk_order; spec 256 one round, spec 258 1.5-3.9 rounds; at 9-16 n blocks no gain,
+# spec 259, and 32 n blocks 5% slower, spec 253)
 N_FIRST_MAX_N_BLOCKS = 8
+N_FIRST_MAX_ROUNDS = 4
 
 
 @dataclass(frozen=True)
@@ -267,17 +270,20 @@ def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
 
 def settle_walk_order(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     """The API's tile order for a call at M = m (dgir.tuning.choose): where single CTAs of the tile
-    fill between half a round and one round of the SMs over at most N_FIRST_MAX_N_BLOCKS n blocks,
-    they walk N first (swizzle_group 1), alone, in place of a multicast cluster.  Launched N first,
-    the few CTAs that read one A panel start side by side and stay in step, so L2's request coalescer
-    merges their reads (ncu at 5580x384x5632: 3.77M L2 read sectors against 4.52M in the M-first
-    order, 4.30M for the B pairs; cuBLAS 2.80M), and the board runs a higher clock at its power
-    limit.  Measured: 0.973x the API's time before the rule over 19 one-round shapes at N = 256-1024,
-    none slower (0.895-0.998x; spec 256, bench/TUNING.md step 105).  An entry with its own order
-    keeps it; split-K, stream-K, 64-row tiles and multi-round walks keep theirs."""
+    fill half a round to N_FIRST_MAX_ROUNDS rounds of the SMs over at most N_FIRST_MAX_N_BLOCKS n
+    blocks, they walk N first (swizzle_group 1), alone, in place of a multicast cluster.  Launched N
+    first, the few CTAs that read one A panel start side by side and stay in step (walker c takes
+    tiles c, c + G, ...: in later rounds too, while the tiles cost the same), so L2's request
+    coalescer merges their reads (ncu at 5580x384x5632: 3.77M L2 read sectors against 4.52M in the
+    M-first order, 4.30M for the B pairs; cuBLAS 2.80M), and the board runs a higher clock at its
+    power limit.  Measured against the API's choice before the rule: 0.973x its time over 19
+    one-round shapes at N = 256-1024, none slower (0.895-0.998x; spec 256, bench/TUNING.md step 105);
+    0.972x over 8 random shapes of 1.5-3.9 rounds, at most 1.011x (spec 258, step 106).  An entry
+    with its own order keeps it; split-K, stream-K, 64-row tiles and longer walks keep theirs."""
     tiles = ceil_div(m, cfg.block_m) * cfg.n_blocks
     if (cfg.split_k > 1 or cfg.stream_k or cfg.block_m < 128 or cfg.ctas_per_sm > 1 or cfg.swizzle_group != 16
-            or cfg.n_blocks > N_FIRST_MAX_N_BLOCKS or not cfg.num_sms // 2 <= tiles <= cfg.num_sms):
+            or cfg.n_blocks > N_FIRST_MAX_N_BLOCKS
+            or not cfg.num_sms // 2 <= tiles <= N_FIRST_MAX_ROUNDS * cfg.num_sms):
         return cfg
     return replace(cfg, cluster=1, multicast="A", swizzle_group=1,
                    m_tail="auto" if cfg.cluster > 1 else cfg.m_tail)    # a pair's tail rule is not a CTA's
