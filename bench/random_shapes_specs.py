@@ -550,11 +550,28 @@ def one_round_order_lines(seed=256, count=16):
     `count` random shapes (M a multiple of 4 log-uniform in 324..8192, N a multiple of 64 in
     256..1024, K a multiple of 512 in 2048..16384) where the API's config walks one round of at most
     8 n blocks without a K split: the API's config, its tile alone in the default order (where the
-    API's is clustered or not in that order), alone walking N first, cuBLAS."""
+    API's is clustered or not in that order), alone walking N first, cuBLAS.  Drawn before the rule
+    it led to (fp8_gemm.settle_walk_order), which it pins off."""
+    from dgir.ops import fp8_gemm as F
+    settle, F.settle_walk_order = F.settle_walk_order, lambda cfg, m: cfg
+    try:
+        return _one_round_order_lines(seed, count)
+    finally:
+        F.settle_walk_order = settle
+
+
+def _one_round_order_lines(seed, count):
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
     from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    def lines(m, n, k, api):
+        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+        rows = [f"{m},{n},{k}::default"]
+        if alone != api:
+            rows.append(spec(m, alone) + m_tail_suffix(alone))
+        return rows + [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
+
     rng = random.Random(seed)
     out, groups = [], 0
     while groups < count:
@@ -565,12 +582,10 @@ def one_round_order_lines(seed=256, count=16):
         if api.split_k > 1 or api.block_m < 128 or api.n_blocks > 8 or tiles > 132 or tiles < 66:
             continue
         groups += 1
-        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
-        rows = [f"{m},{n},{k}::default"]
-        if alone != api:
-            rows.append(spec(m, alone) + m_tail_suffix(alone))
-        rows += [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
-        out += rows
+        out += lines(m, n, k, api)
+    # and three coverage shapes of the class at N = 576 (the issue's 4096x576x7168 among them)
+    for m in (4096, 3072, 2560):
+        out += lines(m, 576, 7168, api_choice(m, 576, 7168, model.REFIT, above_first_fit))
     return out
 
 
@@ -581,7 +596,17 @@ def multi_round_order_lines(seed=258, count=8):
     rows or more, no K split: the API's config, its tile alone in the default order, alone N first,
     the API's clusters N first (where it runs clusters), cuBLAS.  Spec 256 left this open: there the
     launch put the CTAs of one A panel side by side; over several rounds the walk decides who runs
-    together (walker c takes tiles c, c + G, ...: in step while the tiles cost the same)."""
+    together (walker c takes tiles c, c + G, ...: in step while the tiles cost the same).  Drawn with
+    the rule at one round (N_FIRST_MAX_ROUNDS 1, as before step 106), which it pins."""
+    from dgir.ops import fp8_gemm as F
+    bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, 1
+    try:
+        return _multi_round_order_lines(seed, count)
+    finally:
+        F.N_FIRST_MAX_ROUNDS = bound
+
+
+def _multi_round_order_lines(seed, count):
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model

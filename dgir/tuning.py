@@ -224,8 +224,8 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it).
     The config's m_tail is settled for this M (`fp8_gemm.settle_m_tail`): the kernel the call runs
     shifts a short last m block, and carries no code for it where there is none; so is its
-    early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for one round at narrow N, its tile
-    order (`fp8_gemm.settle_walk_order`: single CTAs walking N first)."""
+    early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for half a round to four rounds at
+    narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
         from .ops import fp8_gemm as F
@@ -233,9 +233,10 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
         c = Choice(F.settle_early_epilogue(F.settle_m_tail(F.settle_walk_order(chosen, m), m), m), c.source, c.detail)
         if trace is not None:
             if c.config.swizzle_group != chosen.swizzle_group:
-                trace.append(f"walk order: N first, single CTAs, in place of {chosen.kernel_name()} (one round over "
-                             f"{chosen.n_blocks} n blocks: the CTAs of an A panel launch side by side; "
-                             "fp8_gemm.settle_walk_order)")
+                rounds_before = F.ceil_div(m, chosen.block_m) * chosen.n_blocks / chosen.num_sms
+                trace.append(f"walk order: N first, single CTAs, in place of {chosen.kernel_name()} ({rounds_before:.2g} "
+                             f"rounds of single CTAs over {chosen.n_blocks} n blocks: the CTAs of an A panel run "
+                             "side by side; fp8_gemm.settle_walk_order)")
             cfg, bm = c.config, c.config.block_m
             walkers, tiles = F.walk_walkers(m, cfg)
             rows, band = F.walk_rows(m, cfg)
