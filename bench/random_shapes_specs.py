@@ -176,6 +176,10 @@ after adopting it past one round.
     python bench/random_shapes_specs.py --multi-round-order > bench/specs/tune258.txt
     python bench/random_shapes_specs.py --wider-one-round-order > bench/specs/tune259.txt
     python bench/random_shapes_specs.py --multi-round-order-held-out > bench/specs/tune260.txt
+
+Spec 261 (prepared, not run): that order past four rounds.
+
+    python bench/random_shapes_specs.py --long-walk-order > bench/specs/tune261.txt
 """
 import argparse
 import math
@@ -662,6 +666,35 @@ def multi_round_order_held_out_lines(seed=260, count=8):
     return out
 
 
+def long_walk_order_lines(seed=261, count=8):
+    """Spec 261 (prepared in step 106, not run): the N-first order past the four rounds the rule
+    covers.  `count` random shapes (M a multiple of 4 log-uniform in 8192..65536, N a multiple of 64
+    in 256..1024, K a multiple of 512 in 2048..16384, at most 2 TFLOP) whose API config walks 4.2 to
+    16 rounds of at most 8 n blocks, tiles of 128 rows or more, no K split: the API's config, its tile
+    alone N first, the API's clusters N first (where it runs clusters), cuBLAS."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    rng = random.Random(seed)
+    out, groups = [], 0
+    while groups < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(8192), math.log(65536))) / 4)
+        n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
+        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        rounds = ceil_div(m, api.block_m) * api.n_blocks / api.num_sms
+        if 2 * m * n * k > 2e12 or api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 \
+                or api.n_blocks > 8 or not 4.2 <= rounds <= 16:
+            continue
+        groups += 1
+        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+        rows = [f"{m},{n},{k}::default", spec(m, alone) + m_tail_suffix(alone) + ",g=1"]
+        if api.cluster > 1:
+            rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
+        out += rows + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 def wider_one_round_order_lines(seed=259, count=10):
     """Spec 259: the N-first order of one round at 9-16 n blocks (N a multiple of 64 in
     1088..2048; M a multiple of 4 log-uniform in 324..4096, K a multiple of 512 in 2048..16384) where
@@ -764,6 +797,7 @@ NAMED = {
     "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
     "--multi-round-order": (multi_round_order_lines, 2), "--wider-one-round-order": (wider_one_round_order_lines, 2),
     "--multi-round-order-held-out": (multi_round_order_held_out_lines, 2),
+    "--long-walk-order": (long_walk_order_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
