@@ -611,30 +611,45 @@ def multi_round_order_lines(seed=258, count=8):
 
 
 def _multi_round_order_lines(seed, count):
-    from dataclasses import replace
+    return [line for m, n, k, api in narrow_walks(seed, count, (1024, 16384), (1.05, 4))
+            for line in n_first_rows(m, n, k, api, alone_in_default_order=True)]
 
+
+def narrow_walks(seed, count, m_range, rounds_range):
+    """`count` random shapes (M a multiple of 4 log-uniform in m_range, N a multiple of 64 in
+    256..1024, K a multiple of 512 in 2048..16384, at most 2 TFLOP) whose API config walks
+    rounds_range rounds of at most 8 n blocks with tiles of 128 rows or more and no K split, with
+    that config: (m, n, k, config)."""
     from dgir.ops import fp8_gemm_model as model
-    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    from dgir.ops.fp8_gemm import ceil_div
     rng = random.Random(seed)
-    out, groups = [], 0
-    while groups < count:
-        m = 4 * round(math.exp(rng.uniform(math.log(1024), math.log(16384))) / 4)
+    found = []
+    while len(found) < count:
+        m = 4 * round(math.exp(rng.uniform(*map(math.log, m_range))) / 4)
         n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
         api = api_choice(m, n, k, model.REFIT, above_first_fit)
         rounds = ceil_div(m, api.block_m) * api.n_blocks / api.num_sms
-        if api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 or api.n_blocks > 8 \
-                or not 1.05 <= rounds <= 4:
+        if 2 * m * n * k > 2e12 or api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 \
+                or api.n_blocks > 8 or not rounds_range[0] <= rounds <= rounds_range[1]:
             continue
-        groups += 1
-        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
-        rows = [f"{m},{n},{k}::default"]
-        if alone != api:
-            rows.append(spec(m, alone) + m_tail_suffix(alone))
-        rows.append(spec(m, alone) + m_tail_suffix(alone) + ",g=1")
-        if api.cluster > 1:
-            rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
-        out += rows + [f"{m},{n},{k}::cublas"]
-    return out
+        found.append((m, n, k, api))
+    return found
+
+
+def n_first_rows(m, n, k, api, alone_in_default_order):
+    """The API's config, its tile alone (in the default order too, if asked and it differs), alone N
+    first, the API's clusters N first (where it runs clusters), cuBLAS."""
+    from dataclasses import replace
+
+    from dgir.ops.fp8_gemm import settle_m_tail
+    alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
+    rows = [f"{m},{n},{k}::default"]
+    if alone_in_default_order and alone != api:
+        rows.append(spec(m, alone) + m_tail_suffix(alone))
+    rows.append(spec(m, alone) + m_tail_suffix(alone) + ",g=1")
+    if api.cluster > 1:
+        rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
+    return rows + [f"{m},{n},{k}::cublas"]
 
 
 def multi_round_order_held_out_lines(seed=260, count=8):
@@ -672,27 +687,8 @@ def long_walk_order_lines(seed=261, count=8):
     in 256..1024, K a multiple of 512 in 2048..16384, at most 2 TFLOP) whose API config walks 4.2 to
     16 rounds of at most 8 n blocks, tiles of 128 rows or more, no K split: the API's config, its tile
     alone N first, the API's clusters N first (where it runs clusters), cuBLAS."""
-    from dataclasses import replace
-
-    from dgir.ops import fp8_gemm_model as model
-    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
-    rng = random.Random(seed)
-    out, groups = [], 0
-    while groups < count:
-        m = 4 * round(math.exp(rng.uniform(math.log(8192), math.log(65536))) / 4)
-        n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
-        api = api_choice(m, n, k, model.REFIT, above_first_fit)
-        rounds = ceil_div(m, api.block_m) * api.n_blocks / api.num_sms
-        if 2 * m * n * k > 2e12 or api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 \
-                or api.n_blocks > 8 or not 4.2 <= rounds <= 16:
-            continue
-        groups += 1
-        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
-        rows = [f"{m},{n},{k}::default", spec(m, alone) + m_tail_suffix(alone) + ",g=1"]
-        if api.cluster > 1:
-            rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
-        out += rows + [f"{m},{n},{k}::cublas"]
-    return out
+    return [line for m, n, k, api in narrow_walks(seed, count, (8192, 65536), (4.2, 16))
+            for line in n_first_rows(m, n, k, api, alone_in_default_order=False)]
 
 
 def wider_one_round_order_lines(seed=259, count=10):
