@@ -565,16 +565,11 @@ def one_round_order_lines(seed=256, count=16):
 
 
 def _one_round_order_lines(seed, count):
-    from dataclasses import replace
-
     from dgir.ops import fp8_gemm_model as model
-    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    from dgir.ops.fp8_gemm import ceil_div
+
     def lines(m, n, k, api):
-        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
-        rows = [f"{m},{n},{k}::default"]
-        if alone != api:
-            rows.append(spec(m, alone) + m_tail_suffix(alone))
-        return rows + [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
+        return n_first_rows(m, n, k, api, alone_in_default_order=True, clusters_n_first=False)
 
     rng = random.Random(seed)
     out, groups = [], 0
@@ -636,9 +631,9 @@ def narrow_walks(seed, count, m_range, rounds_range):
     return found
 
 
-def n_first_rows(m, n, k, api, alone_in_default_order):
+def n_first_rows(m, n, k, api, alone_in_default_order, clusters_n_first=True):
     """The API's config, its tile alone (in the default order too, if asked and it differs), alone N
-    first, the API's clusters N first (where it runs clusters), cuBLAS."""
+    first, the API's clusters N first (if asked, where it runs clusters), cuBLAS."""
     from dataclasses import replace
 
     from dgir.ops.fp8_gemm import settle_m_tail
@@ -647,7 +642,7 @@ def n_first_rows(m, n, k, api, alone_in_default_order):
     if alone_in_default_order and alone != api:
         rows.append(spec(m, alone) + m_tail_suffix(alone))
     rows.append(spec(m, alone) + m_tail_suffix(alone) + ",g=1")
-    if api.cluster > 1:
+    if clusters_n_first and api.cluster > 1:
         rows.append(spec(m, api) + m_tail_suffix(api) + ",g=1")
     return rows + [f"{m},{n},{k}::cublas"]
 
@@ -697,10 +692,8 @@ def wider_one_round_order_lines(seed=259, count=10):
     the API walks half to one round of tiles of 128 rows or more without a K split: the API's config,
     its tile alone (default order, where the API's differs), alone N first, cuBLAS.  The rule stops at
     8 n blocks because 512x4096x7168 (32) ran N first 5% slower (spec 253); between them is untimed."""
-    from dataclasses import replace
-
     from dgir.ops import fp8_gemm_model as model
-    from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
+    from dgir.ops.fp8_gemm import ceil_div
     rng = random.Random(seed)
     out, groups = [], 0
     while groups < count:
@@ -712,11 +705,7 @@ def wider_one_round_order_lines(seed=259, count=10):
                 or not 66 <= tiles <= 132:
             continue
         groups += 1
-        alone = settle_m_tail(replace(api, cluster=1, multicast="A", m_tail="auto", swizzle_group=16), m)
-        rows = [f"{m},{n},{k}::default"]
-        if alone != api:
-            rows.append(spec(m, alone) + m_tail_suffix(alone))
-        out += rows + [spec(m, alone) + m_tail_suffix(alone) + ",g=1", f"{m},{n},{k}::cublas"]
+        out += n_first_rows(m, n, k, api, alone_in_default_order=True, clusters_n_first=False)
     return out
 
 

@@ -233,10 +233,9 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
         c = Choice(F.settle_early_epilogue(F.settle_m_tail(F.settle_walk_order(chosen, m), m), m), c.source, c.detail)
         if trace is not None:
             if c.config.swizzle_group != chosen.swizzle_group:
-                rounds_before = F.ceil_div(m, chosen.block_m) * chosen.n_blocks / chosen.num_sms
-                trace.append(f"walk order: N first, single CTAs, in place of {chosen.kernel_name()} ({rounds_before:.2g} "
-                             f"rounds of single CTAs over {chosen.n_blocks} n blocks: the CTAs of an A panel run "
-                             "side by side; fp8_gemm.settle_walk_order)")
+                trace.append(f"walk order: N first, single CTAs, in place of {chosen.kernel_name()} (at most "
+                             f"{F.N_FIRST_MAX_ROUNDS} rounds over {chosen.n_blocks} n blocks: the CTAs of an A panel "
+                             "run side by side; fp8_gemm.settle_walk_order)")
             cfg, bm = c.config, c.config.block_m
             walkers, tiles = F.walk_walkers(m, cfg)
             rows, band = F.walk_rows(m, cfg)
