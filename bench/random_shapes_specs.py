@@ -177,11 +177,13 @@ after adopting it past one round.
     python bench/random_shapes_specs.py --wider-one-round-order > bench/specs/tune259.txt
     python bench/random_shapes_specs.py --multi-round-order-held-out > bench/specs/tune260.txt
 
-Spec 261 (prepared, not run): that order past four rounds.
+Spec 261 (step 107): that order past four rounds; spec 262 held out after the bound went to sixteen.
 
     python bench/random_shapes_specs.py --long-walk-order > bench/specs/tune261.txt
+    python bench/random_shapes_specs.py --long-walk-order-held-out > bench/specs/tune262.txt
 """
 import argparse
+import contextlib
 import math
 import os
 import random
@@ -597,17 +599,21 @@ def multi_round_order_lines(seed=258, count=8):
     launch put the CTAs of one A panel side by side; over several rounds the walk decides who runs
     together (walker c takes tiles c, c + G, ...: in step while the tiles cost the same).  Drawn with
     the rule at one round (N_FIRST_MAX_ROUNDS 1, as before step 106), which it pins."""
+    with walk_rounds_bound(1):
+        return [line for m, n, k, api in narrow_walks(seed, count, (1024, 16384), (1.05, 4))
+                for line in n_first_rows(m, n, k, api, alone_in_default_order=True)]
+
+
+@contextlib.contextmanager
+def walk_rounds_bound(rounds):
+    """The chooser with settle_walk_order's rounds bound (fp8_gemm.N_FIRST_MAX_ROUNDS) at `rounds`, as
+    an earlier step saw it: 1 before step 106, 4 before step 107."""
     from dgir.ops import fp8_gemm as F
-    bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, 1
+    bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, rounds
     try:
-        return _multi_round_order_lines(seed, count)
+        yield
     finally:
         F.N_FIRST_MAX_ROUNDS = bound
-
-
-def _multi_round_order_lines(seed, count):
-    return [line for m, n, k, api in narrow_walks(seed, count, (1024, 16384), (1.05, 4))
-            for line in n_first_rows(m, n, k, api, alone_in_default_order=True)]
 
 
 def narrow_walks(seed, count, m_range, rounds_range):
@@ -652,38 +658,52 @@ def multi_round_order_held_out_lines(seed=260, count=8):
     fresh random shapes drawn as for spec 258 where the rule changes the API's choice, then the two
     coverage shapes it changes (7168x576x7168 and 8191x576x7168: 192x96 c2B before): the API's
     choice, the choice without the rule past one round, cuBLAS."""
-    from dgir.ops import fp8_gemm as F
+    with walk_rounds_bound(4):      # the rule as step 106 adopted it
+        return rounds_bound_change_lines(seed, count, (1024, 16384), before=1,
+                                         extra=[(7168, 576, 7168), (8191, 576, 7168)])
+
+
+def rounds_bound_change_lines(seed, count, m_range, before, extra=()):
+    """`count` random shapes (M a multiple of 4 log-uniform in m_range, N a multiple of 64 in
+    256..1024, K a multiple of 512 in 2048..16384) where the API's choice differs from its choice with
+    the walk order's rounds bound at `before`, then `extra` shapes: the API's choice, the choice
+    before, cuBLAS."""
     from dgir.ops import fp8_gemm_model as model
 
     def before_rule(m, n, k):
-        bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, 1
-        try:
+        with walk_rounds_bound(before):
             return api_choice(m, n, k, model.REFIT, above_first_fit)
-        finally:
-            F.N_FIRST_MAX_ROUNDS = bound
 
     rng = random.Random(seed)
     changed = []
     while len(changed) < count:
-        m = 4 * round(math.exp(rng.uniform(math.log(1024), math.log(16384))) / 4)
+        m = 4 * round(math.exp(rng.uniform(*map(math.log, m_range))) / 4)
         n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
         if api_choice(m, n, k, model.REFIT, above_first_fit) != before_rule(m, n, k):
             changed.append((m, n, k))
     out = []
-    for m, n, k in changed + [(7168, 576, 7168), (8191, 576, 7168)]:
-        before = before_rule(m, n, k)
-        out += [f"{m},{n},{k}::default", spec(m, before) + m_tail_suffix(before), f"{m},{n},{k}::cublas"]
+    for m, n, k in changed + list(extra):
+        old = before_rule(m, n, k)
+        out += [f"{m},{n},{k}::default", spec(m, old) + m_tail_suffix(old), f"{m},{n},{k}::cublas"]
     return out
 
 
 def long_walk_order_lines(seed=261, count=8):
-    """Spec 261 (prepared in step 106, not run): the N-first order past the four rounds the rule
-    covers.  `count` random shapes (M a multiple of 4 log-uniform in 8192..65536, N a multiple of 64
-    in 256..1024, K a multiple of 512 in 2048..16384, at most 2 TFLOP) whose API config walks 4.2 to
-    16 rounds of at most 8 n blocks, tiles of 128 rows or more, no K split: the API's config, its tile
-    alone N first, the API's clusters N first (where it runs clusters), cuBLAS."""
-    return [line for m, n, k, api in narrow_walks(seed, count, (8192, 65536), (4.2, 16))
-            for line in n_first_rows(m, n, k, api, alone_in_default_order=False)]
+    """Spec 261 (prepared in step 106, run in step 107): the N-first order past the four rounds the
+    rule then covered.  `count` random shapes (M a multiple of 4 log-uniform in 8192..65536, N a
+    multiple of 64 in 256..1024, K a multiple of 512 in 2048..16384, at most 2 TFLOP) whose API config
+    walks 4.2 to 16 rounds of at most 8 n blocks, tiles of 128 rows or more, no K split: the API's
+    config, its tile alone N first, the API's clusters N first (where it runs clusters), cuBLAS."""
+    with walk_rounds_bound(4):
+        return [line for m, n, k, api in narrow_walks(seed, count, (8192, 65536), (4.2, 16))
+                for line in n_first_rows(m, n, k, api, alone_in_default_order=False)]
+
+
+def long_walk_order_held_out_lines(seed=262, count=10):
+    """Spec 262: the N-first order up to sixteen rounds, held out after its adoption (step 107):
+    `count` fresh random shapes (M in 4096..65536) where the bound's move from four rounds to
+    sixteen changes the API's choice: the API's choice, the choice before, cuBLAS."""
+    return rounds_bound_change_lines(seed, count, (4096, 65536), before=4)
 
 
 def wider_one_round_order_lines(seed=259, count=10):
@@ -783,6 +803,7 @@ NAMED = {
     "--multi-round-order": (multi_round_order_lines, 2), "--wider-one-round-order": (wider_one_round_order_lines, 2),
     "--multi-round-order-held-out": (multi_round_order_held_out_lines, 2),
     "--long-walk-order": (long_walk_order_lines, 2),
+    "--long-walk-order-held-out": (long_walk_order_held_out_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),

@@ -224,8 +224,8 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     model alone.  trace: a list that gets one line per step asked (`dgir choose` prints it).
     The config's m_tail is settled for this M (`fp8_gemm.settle_m_tail`): the kernel the call runs
     shifts a short last m block, and carries no code for it where there is none; so is its
-    early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for half a round to four rounds at
-    narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first)."""
+    early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for half a round to sixteen rounds
+    at narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first)."""
     c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
     if hasattr(c.config, "m_tail"):
         from .ops import fp8_gemm as F

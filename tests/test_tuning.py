@@ -609,7 +609,7 @@ def test_n_first_past_one_round_against_its_held_out_timings():
 
 
 def test_walk_order_rule_bounds():
-    """settle_walk_order acts only on half a round to four rounds of single-CTA-sized tiles of at least
+    """settle_walk_order acts only on half a round to sixteen rounds of single-CTA-sized tiles of at least
     128 rows over at most 8 n blocks, without a K split, in the default order."""
     from dataclasses import replace
 
@@ -619,8 +619,8 @@ def test_walk_order_rule_bounds():
     assert (alone.cluster, alone.swizzle_group, alone.m_tail) == (1, 1, "auto") and "_g1" in alone.kernel_name()
     assert settle_walk_order(pair, 2000) == pair                                  # 48 tiles: under half a round
     assert settle_walk_order(pair, 5700).swizzle_group == 1                       # 135 tiles: two rounds
-    assert settle_walk_order(pair, 4 * 44 * 128) == alone                         # 528 tiles: four rounds
-    assert settle_walk_order(pair, 4 * 44 * 128 + 1) == pair                      # past four rounds
+    assert settle_walk_order(pair, 16 * 44 * 128) == alone                        # 2112 tiles: sixteen rounds
+    assert settle_walk_order(pair, 16 * 44 * 128 + 1) == pair                     # past sixteen rounds
     assert settle_walk_order(replace(pair, swizzle_group=4), 5580).swizzle_group == 4     # an order of its own
     wide = Fp8GemmConfig(n=1152, k=5632, block_m=128, block_n=128, stages=5)      # 9 n blocks
     assert settle_walk_order(wide, 1800) == wide

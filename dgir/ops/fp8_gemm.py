@@ -69,10 +69,11 @@ EARLY_STORE_SHORT_K_BLOCKS = 4
 # the K blocks a tile may have for the early epilogue to act (steps 90-93: no gain measured beyond)
 EARLY_EPILOGUE_MAX_K_BLOCKS = 16
 # half a round to N_FIRST_MAX_ROUNDS rounds of tiles over at most N_FIRST_MAX_N_BLOCKS n blocks: the API walks
-# single CTAs N first (settle_walk_order; spec 256 one round, spec 258 1.5-3.9 rounds; at 9-16 n blocks no gain,
-# spec 259, and 32 n blocks 5% slower, spec 253)
+# single CTAs N first (settle_walk_order; spec 256 one round, spec 258 1.5-3.9 rounds, spec 261 4.6-14 rounds; at
+# 9-16 n blocks no gain, spec 259, and 32 n blocks 5% slower, spec 253).  The rounds bound is the range spec 261
+# drew from (4.2-16): longer walks (M past ~65536 at these widths) are untimed
 N_FIRST_MAX_N_BLOCKS = 8
-N_FIRST_MAX_ROUNDS = 4
+N_FIRST_MAX_ROUNDS = 16
 
 
 @dataclass(frozen=True)
@@ -278,7 +279,8 @@ def settle_walk_order(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
     M-first order, 4.30M for the B pairs; cuBLAS 2.80M), and the board runs a higher clock at its
     power limit.  Measured against the API's choice before the rule: 0.973x its time over 19
     one-round shapes at N = 256-1024, none slower (0.895-0.998x; spec 256, bench/TUNING.md step 105);
-    0.972x over 8 random shapes of 1.5-3.9 rounds, at most 1.011x (spec 258, step 106).  An entry
+    0.972x over 8 random shapes of 1.5-3.9 rounds, at most 1.011x (spec 258, step 106); 0.981x over 8
+    random shapes of 4.6-14 rounds at M 19416-59088, at most 0.993x (spec 261, step 107).  An entry
     with its own order keeps it; split-K, stream-K, 64-row tiles and longer walks keep theirs."""
     tiles = ceil_div(m, cfg.block_m) * cfg.n_blocks
     if (cfg.split_k > 1 or cfg.stream_k or cfg.block_m < 128 or cfg.ctas_per_sm > 1 or cfg.swizzle_group != 16
