@@ -17,7 +17,7 @@ from pathlib import Path
 PEAK_TFLOPS = 1979.0
 # issue 4's cold-compile target is on the 2-core CPU machine (no GPU), measured there, not by the GPU run:
 # lowering -> cubin of fp8_gemm_nt 4096x7168x16384, empty cache, import excluded (fp8_gemm_nt.py's code)
-CPU_COLD_COMPILE_S = (0.28, 0.35, "six runs at rev c6d2df1")
+CPU_COLD_COMPILE_S = (0.33, 0.51, "six runs at rev 01d9245, the first the slowest")
 ROOT = Path(__file__).resolve().parent
 
 
@@ -220,7 +220,7 @@ K=7168; median of 2000 single calls made with the GPU queue drained): {warm['mn_
 MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel; back-to-back
 calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).{torch_reference(warm)}  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
-machine: {CPU_COLD_COMPILE_S[0]:.2f}-{CPU_COLD_COMPILE_S[1]:.2f} s ({CPU_COLD_COMPILE_S[2]}; 0.29-0.39 s at e669da0), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
+machine: {CPU_COLD_COMPILE_S[0]:.2f}-{CPU_COLD_COMPILE_S[1]:.2f} s ({CPU_COLD_COMPILE_S[2]}; 0.28-0.35 s at c6d2df1, 0.29-0.39 s at e669da0), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions
 against measurements: `bench/TUNING.md`.
 """
 
