@@ -578,12 +578,15 @@ def test_n_first_past_one_round_against_its_held_out_timings():
     """Specs 258 and 260 (bench/TUNING.md step 106): random shapes whose API config walked 1.5-3.9
     rounds of at most 8 n blocks (258: 8 shapes, the API's config, its tile alone, alone N first; 260,
     held out after the rule went past one round: 8 fresh shapes where it changes the choice and the
-    two coverage shapes it changes, the API's choice against the choice before).  The API now runs
-    the tile alone N first at each, timed there: 258 at most 1.012x the earlier choice, 0.972x in
-    geomean; 260 faster at every shape, 0.943x in geomean (medians of two timings)."""
+    two coverage shapes it changes, the API's choice against the choice before); specs 261 and 262
+    (step 107) the same past four rounds (261: 8 shapes of 4.6-14 rounds; 262 held out after the
+    bound went to 16: 10 fresh shapes).  The API now runs the tile alone N first at each, timed
+    there: 258 at most 1.012x the earlier choice, 0.972x in geomean; 260 faster at every shape,
+    0.943x; 261 at most 0.990x, 0.981x; 262 at most 1.012x, 0.984x (medians of two timings)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from experiments import spec_config
-    for spec, shapes, worst, geomean in ((258, 8, 1.012, 0.975), (260, 10, 1.0, 0.95)):
+    for spec, shapes, worst, geomean in ((258, 8, 1.012, 0.975), (260, 10, 1.0, 0.95),
+                                         (261, 8, 0.995, 0.985), (262, 10, 1.013, 0.99)):
         rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
         assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows if "ms" in r)
         ms, kernels = {}, {}
@@ -596,7 +599,7 @@ def test_n_first_past_one_round_against_its_held_out_timings():
             m, n, k = map(int, shape.split(","))
             chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
             assert chosen.cluster == 1 and chosen.swizzle_group == 1, (m, n, k)
-            if spec == 258:      # timed as an explicit line; ::default there is the choice before the rule
+            if spec in (258, 261):   # timed as an explicit line; ::default there is the choice before the rule
                 mine, = (x for x in ms if x.startswith(shape + ":") and x.endswith(",g=1")
                          and spec_config(n, k, x.split(":")[1], H200.sms).kernel_name() == chosen.kernel_name())
                 ratios.append(statistics.median(ms[mine]) / statistics.median(ms[line]))
