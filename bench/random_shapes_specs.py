@@ -181,6 +181,11 @@ Spec 261 (step 107): that order past four rounds; spec 262 held out after the bo
 
     python bench/random_shapes_specs.py --long-walk-order > bench/specs/tune261.txt
     python bench/random_shapes_specs.py --long-walk-order-held-out > bench/specs/tune262.txt
+
+Spec 265 (prepared in step 107, not run): a 192x96 efficiency entry in REFIT, its untimed picks and
+a held-out draw where it changes the API's choice.
+
+    python bench/random_shapes_specs.py --entry-192x96 > bench/specs/tune265.txt
 """
 import argparse
 import contextlib
@@ -706,6 +711,42 @@ def long_walk_order_held_out_lines(seed=262, count=10):
     return rounds_bound_change_lines(seed, count, (4096, 65536), before=4)
 
 
+def entry_192x96_lines(seed=265, count=10, efficiency=0.64):
+    """Spec 265 (prepared in step 107, not run): REFIT with a 192x96 efficiency entry (`efficiency`,
+    the value that fits its 19 timings above M = 320).  First, at the committed shapes with several
+    timed configs (fit_model.load_rows, M > 320) where the model with the entry picks a tile no spec
+    timed there: that pick and REFIT's.  Then `count` random shapes (M a multiple of 4 log-uniform in
+    324..16384, N a multiple of 64 in 256..4096, K a multiple of 512 in 1024..16384, at most 2 TFLOP)
+    where the entry changes the API's choice: the API's choice, the choice with the entry, cuBLAS."""
+    from dataclasses import replace
+
+    from fit_model import _tile, load_rows
+
+    from dgir.ops import fp8_gemm_model as model
+    entry = replace(model.REFIT, tc_table=model.REFIT.tc_table + ((192, 96, efficiency),))
+    timed = {}
+    for m, n, k, c, _ in load_rows():
+        if m > model.FIRST_FIT_MAX_M:
+            timed.setdefault((m, n, k), set()).add(_tile(c))
+    lines = []
+    for shape, tiles in timed.items():
+        new, old = model.least(*shape, 132, entry), model.least(*shape, 132, model.REFIT)
+        if len(tiles) > 1 and _tile(new) not in tiles and new != old:
+            lines += [spec(shape[0], new), spec(shape[0], old)]
+    rng = random.Random(seed)
+    held = 0
+    while held < count:
+        m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(16384))) / 4)
+        n, k = 64 * rng.randint(4, 64), 512 * rng.randint(2, 32)
+        if 2 * m * n * k > 2e12:
+            continue
+        with_entry = api_choice(m, n, k, entry, above_first_fit)
+        if with_entry != api_choice(m, n, k, model.REFIT, above_first_fit):
+            lines += [f"{m},{n},{k}::default", spec(m, with_entry) + m_tail_suffix(with_entry), f"{m},{n},{k}::cublas"]
+            held += 1
+    return lines
+
+
 def wider_one_round_order_lines(seed=259, count=10):
     """Spec 259: the N-first order of one round at 9-16 n blocks (N a multiple of 64 in
     1088..2048; M a multiple of 4 log-uniform in 324..4096, K a multiple of 512 in 2048..16384) where
@@ -804,6 +845,7 @@ NAMED = {
     "--multi-round-order-held-out": (multi_round_order_held_out_lines, 2),
     "--long-walk-order": (long_walk_order_lines, 2),
     "--long-walk-order-held-out": (long_walk_order_held_out_lines, 2),
+    "--entry-192x96": (entry_192x96_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
