@@ -711,25 +711,27 @@ def long_walk_order_held_out_lines(seed=262, count=10):
     return rounds_bound_change_lines(seed, count, (4096, 65536), before=4)
 
 
-def entry_192x96_lines(seed=265, count=10, efficiency=0.64):
+def entry_192x96_lines(seed=265, count=10, efficiency=0.64, committed=True):
     """Spec 265 (prepared in step 107, not run): REFIT with a 192x96 efficiency entry (`efficiency`,
     the value that fits its 19 timings above M = 320).  First, at the committed shapes with several
     timed configs (fit_model.load_rows, M > 320) where the model with the entry picks a tile no spec
     timed there: that pick and REFIT's.  Then `count` random shapes (M a multiple of 4 log-uniform in
     324..16384, N a multiple of 64 in 256..4096, K a multiple of 512 in 1024..16384, at most 2 TFLOP)
-    where the entry changes the API's choice: the API's choice, the choice with the entry, cuBLAS."""
+    where the entry changes the API's choice: the API's choice, the choice with the entry, cuBLAS.
+    Spec 266 (step 108): the random shapes alone (`committed=False`) for the entry at 0.6, the value
+    that fits best once spec 265's timings are in (its picks at committed shapes are all timed)."""
     from dataclasses import replace
 
-    from fit_model import _tile, load_rows
+    from fit_model import RULE_SPECS, _tile, load_rows
 
     from dgir.ops import fp8_gemm_model as model
     entry = replace(model.REFIT, tc_table=model.REFIT.tc_table + ((192, 96, efficiency),))
     timed = {}
-    for m, n, k, c, _ in load_rows():
+    for m, n, k, c, _ in load_rows(RULE_SPECS + tuple(range(265, 1000))):   # the timings spec 265 was drawn on
         if m > model.FIRST_FIT_MAX_M:
             timed.setdefault((m, n, k), set()).add(_tile(c))
     lines = []
-    for shape, tiles in timed.items():
+    for shape, tiles in timed.items() if committed else ():
         new, old = model.least(*shape, 132, entry), model.least(*shape, 132, model.REFIT)
         if len(tiles) > 1 and _tile(new) not in tiles and new != old:
             lines += [spec(shape[0], new), spec(shape[0], old)]
@@ -846,6 +848,7 @@ NAMED = {
     "--long-walk-order": (long_walk_order_lines, 2),
     "--long-walk-order-held-out": (long_walk_order_held_out_lines, 2),
     "--entry-192x96": (entry_192x96_lines, 2),
+    "--entry-192x96-held-out": (lambda: entry_192x96_lines(266, 12, 0.6, committed=False), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
