@@ -33,6 +33,12 @@ class ModelParams:
     kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
     tile_overhead: float = 0.46e-6    # per wave of tiles: epilogue, tile switch, pipeline refill
+    # per wave, per output element of a tile: the epilogue's time that the tensor cores do not hide
+    # (converting, staging and storing the tile), added to the tensor-core time.  Zero: the tile
+    # efficiencies absorb it, as an average over the rounds of the shapes they were fitted on
+    epilogue_per_output: float = 0.0
+    # the tensor-core time of each round after the first, relative to the first's
+    later_rounds: float = 1.0
     split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
     split_cluster_fixed: float = 1.0e-6   # split-K over a cluster: push, wait for the slowest slice, reduce
                                       # (traces of bench/TUNING.md step 23: ~0.13 + 0.83 us)
@@ -176,8 +182,11 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
         waves = ceil_div(tiles, max(1, resident))
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)
     t_tc = waves * ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
+    if P.later_rounds != 1.0:
+        t_tc *= (1 + (waves - 1) * P.later_rounds) / waves
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
+    t_tc += waves * ctas_per_sm * block_m * block_n * P.epilogue_per_output
     lat = (P.kb_latency + P.kb_latency_per_col * block_n) * (P.shared_sm_chain if ctas_per_sm > 1 else 1.0)
     t_chain = waves * (kb * lat + P.tile_overhead)
     t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 and not in_cluster else 0)) / HBM_BW
