@@ -119,6 +119,9 @@ def picks(rows, params: ModelParams | None = None) -> tuple[int, int, float]:
 
 # measured directly (bench/TUNING.md step 10), not fitted; and physical bounds of the fitted ones
 FIXED = {"multicast_gain", "tc_scale"}
+# the candidate rules' bounds: each was set by a held-out experiment (steps 85, 103, 104), not by a fit
+RULES = {"cluster_min_rounds", "narrow_cluster_max_n", "narrow_cluster_min_k", "narrow_b_cluster_max_n",
+         "one_round_b_max_n", "one_round_b_min_k", "one_round_b_min_fill"}
 TABLE_MIN_ROWS = 8      # tiles with at least this many measured configs get their own efficiency entry
 BOUNDS = {"shared_sm_chain": (1.0, 2.0)}
 
@@ -152,16 +155,16 @@ def fit(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
     def variants(p: ModelParams, f: float):
         for fl in fields(p):
             value = getattr(p, fl.name)
-            if fl.name in FIXED:
+            if fl.name in FIXED | RULES:
                 continue
             if fl.name == "tc_block_m":
                 for i, (bm, v) in enumerate(value):
                     if bm != 128:     # 128 is the unit: tc_scale carries it
                         yield replace(p, tc_block_m=value[:i] + ((bm, v * f),) + value[i + 1:])
                 continue
-            if fl.name == "tc_table":
+            if fl.name in ("tc_table", "single_cta_table"):
                 for i, (bm, bn, v) in enumerate(value):
-                    yield replace(p, tc_table=value[:i] + ((bm, bn, v * f),) + value[i + 1:])
+                    yield replace(p, **{fl.name: value[:i] + ((bm, bn, v * f),) + value[i + 1:]})
                 continue
             lo, hi = BOUNDS.get(fl.name, (0.0, math.inf))
             if lo <= value * f <= hi:

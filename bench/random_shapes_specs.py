@@ -186,6 +186,12 @@ Spec 265 (prepared in step 107, not run): a 192x96 efficiency entry in REFIT, it
 a held-out draw where it changes the API's choice.
 
     python bench/random_shapes_specs.py --entry-192x96 > bench/specs/tune265.txt
+
+Spec 267 (step 109): the model's tensor-core time growing with the rounds of tiles and 192x96 rated
+on single CTAs, at the committed shapes where it picks an untimed tile and held out where it changes
+the API's choice.
+
+    python bench/random_shapes_specs.py --rounds-model > bench/specs/tune267.txt
 """
 import argparse
 import contextlib
@@ -834,6 +840,63 @@ def one_round_cluster_lines(seed=223, count=20):
         "512,4096,7168::cublas"]
 
 
+def api_spec(m, cfg):
+    """A spec line for the config exactly as the API runs it: its settled m tail, early epilogue and
+    tile order too (`spec` leaves them at their defaults)."""
+    line = spec(m, cfg) + m_tail_suffix(cfg)
+    if cfg.early_epilogue != "on":
+        line += f",ee={cfg.early_epilogue}"
+    return line + (f",g={cfg.swizzle_group}" if cfg.swizzle_group != 16 else "")
+
+
+def rated_refit(later_rounds=1.0, scale=1.0, alone_192x96=None):
+    """REFIT as step 108 left it with the model changes of step 109: the tensor-core time of each
+    round after the first `later_rounds` times the first's, every efficiency entry (and the formula's
+    scale) times `scale` (so that one-round times stay where they were fitted), and 192x96 rated
+    `alone_192x96` (before the scale) on single CTAs (its clusters keep the formula)."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    p = model.REFIT
+    single = p.single_cta_table + (((192, 96, alone_192x96),) if alone_192x96 else ())
+    return replace(p, later_rounds=later_rounds, tc_scale=p.tc_scale * scale,
+                   tc_table=tuple((bm, bn, e * scale) for bm, bn, e in p.tc_table),
+                   single_cta_table=tuple((bm, bn, e * scale) for bm, bn, e in single))
+
+
+ROUNDS_VARIANTS = (dict(alone_192x96=0.56), dict(later_rounds=1.05, scale=1.03, alone_192x96=0.6))
+
+
+def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS):
+    """Spec 267 (step 109): the model's error by rounds (step 108) and 192x96 alone.  First the
+    committed shapes with several timed configs above M = 320 (fit_model.load_rows) where the last
+    variant picks a tile no spec timed there: its pick and REFIT's.  Then `count` random shapes drawn
+    as `drawn_shapes` (M >= 324) where any variant changes the API's choice: the API's choice, each
+    variant's (once each), cuBLAS."""
+    from fit_model import RULE_SPECS, _tile, load_rows
+
+    from dgir.ops import fp8_gemm_model as model
+    params = [rated_refit(**v) for v in variants]
+    timed = {}
+    for m, n, k, c, _ in load_rows(RULE_SPECS + tuple(range(267, 1000))):   # the timings spec 267 was drawn on
+        if m > model.FIRST_FIT_MAX_M:
+            timed.setdefault((m, n, k), set()).add(_tile(c))
+    lines = []
+    for shape, tiles in timed.items():
+        new = api_choice(*shape, params[-1], above_first_fit)
+        old = api_choice(*shape, model.REFIT, above_first_fit)
+        if len(tiles) > 1 and _tile(new) not in tiles and new != old:
+            lines += [api_spec(shape[0], new), api_spec(shape[0], old)]
+    held = 0
+    for m, n, k in drawn_shapes(seed, 324):
+        if held == count:
+            return lines
+        picks = list(dict.fromkeys(api_choice(m, n, k, p, above_first_fit) for p in [model.REFIT, *params]))
+        if len(picks) > 1:
+            lines += [f"{m},{n},{k}::default"] + [api_spec(m, c) for c in picks[1:]] + [f"{m},{n},{k}::cublas"]
+            held += 1
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -849,6 +912,7 @@ NAMED = {
     "--long-walk-order-held-out": (long_walk_order_held_out_lines, 2),
     "--entry-192x96": (entry_192x96_lines, 2),
     "--entry-192x96-held-out": (lambda: entry_192x96_lines(266, 12, 0.6, committed=False), 2),
+    "--rounds-model": (rounds_model_lines, 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
