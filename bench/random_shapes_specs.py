@@ -192,6 +192,7 @@ on single CTAs, at the committed shapes where it picks an untimed tile and held 
 the API's choice.
 
     python bench/random_shapes_specs.py --rounds-model > bench/specs/tune267.txt
+    python bench/random_shapes_specs.py --rounds-model-held-out > bench/specs/tune268.txt
 """
 import argparse
 import contextlib
@@ -849,30 +850,34 @@ def api_spec(m, cfg):
     return line + (f",g={cfg.swizzle_group}" if cfg.swizzle_group != 16 else "")
 
 
-def rated_refit(later_rounds=1.0, scale=1.0, alone_192x96=None):
+def rated_refit(later_rounds=1.0, scale=1.0, alone_192x96=None, entries=()):
     """REFIT as step 108 left it with the model changes of step 109: the tensor-core time of each
     round after the first `later_rounds` times the first's, every efficiency entry (and the formula's
-    scale) times `scale` (so that one-round times stay where they were fitted), and 192x96 rated
-    `alone_192x96` (before the scale) on single CTAs (its clusters keep the formula)."""
+    scale) times `scale` (so that one-round times stay where they were fitted), 192x96 rated
+    `alone_192x96` (before the scale) on single CTAs (its clusters keep the formula), and more
+    tc_table `entries` ((BLOCK_M, BLOCK_N, e) for every config of that tile)."""
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
     p = model.REFIT
     single = p.single_cta_table + (((192, 96, alone_192x96),) if alone_192x96 else ())
     return replace(p, later_rounds=later_rounds, tc_scale=p.tc_scale * scale,
-                   tc_table=tuple((bm, bn, e * scale) for bm, bn, e in p.tc_table),
+                   tc_table=tuple((bm, bn, e * scale) for bm, bn, e in p.tc_table + tuple(entries)),
                    single_cta_table=tuple((bm, bn, e * scale) for bm, bn, e in single))
 
 
 ROUNDS_VARIANTS = (dict(alone_192x96=0.56), dict(later_rounds=1.05, scale=1.03, alone_192x96=0.6))
+ENTRY_VARIANTS = (dict(alone_192x96=0.56), dict(alone_192x96=0.56, entries=((128, 48, 0.36),)))
 
 
-def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS):
+def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS, committed=True):
     """Spec 267 (step 109): the model's error by rounds (step 108) and 192x96 alone.  First the
     committed shapes with several timed configs above M = 320 (fit_model.load_rows) where the last
     variant picks a tile no spec timed there: its pick and REFIT's.  Then `count` random shapes drawn
     as `drawn_shapes` (M >= 324) where any variant changes the API's choice: the API's choice, each
-    variant's (once each), cuBLAS."""
+    variant's (once each), cuBLAS.  Spec 268 (step 109): the random shapes alone (`committed=False`)
+    for 192x96 alone at 0.56 (spec 267's first variant, faster at all 5 shapes it changed) and that
+    with a 128x48 entry of 0.36 (128x64 ran 0.78-0.90x its time at four narrow-N shapes of spec 267)."""
     from fit_model import RULE_SPECS, _tile, load_rows
 
     from dgir.ops import fp8_gemm_model as model
@@ -882,7 +887,7 @@ def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS):
         if m > model.FIRST_FIT_MAX_M:
             timed.setdefault((m, n, k), set()).add(_tile(c))
     lines = []
-    for shape, tiles in timed.items():
+    for shape, tiles in timed.items() if committed else ():
         new = api_choice(*shape, params[-1], above_first_fit)
         old = api_choice(*shape, model.REFIT, above_first_fit)
         if len(tiles) > 1 and _tile(new) not in tiles and new != old:
@@ -913,6 +918,7 @@ NAMED = {
     "--entry-192x96": (entry_192x96_lines, 2),
     "--entry-192x96-held-out": (lambda: entry_192x96_lines(266, 12, 0.6, committed=False), 2),
     "--rounds-model": (rounds_model_lines, 2),
+    "--rounds-model-held-out": (lambda: rounds_model_lines(268, 20, ENTRY_VARIANTS, committed=False), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
