@@ -193,6 +193,11 @@ the API's choice.
 
     python bench/random_shapes_specs.py --rounds-model > bench/specs/tune267.txt
     python bench/random_shapes_specs.py --rounds-model-held-out > bench/specs/tune268.txt
+    python bench/random_shapes_specs.py --entries-untimed > bench/specs/tune269.txt
+
+Spec 270: a fresh draw at the end of step 109.
+
+    python bench/random_shapes_specs.py --seed 270 --m-multiple 4 > bench/specs/tune270.txt
 """
 import argparse
 import contextlib
@@ -310,12 +315,22 @@ def one_block_192(*entries):
 NARROW_192_ENTRIES = tuple((192, bn, NARROW_192) for bn in (72, 80, 88))    # adopted after spec 221
 
 
+def refit_108():
+    """REFIT as step 108 left it, the base every generator up to spec 268 drew with: without step
+    109's 128x48 entry and single-CTA 192x96 entry (each generator reproduces its committed file)."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    return replace(model.REFIT, tc_table=tuple(e for e in model.REFIT.tc_table if e[:2] != (128, 48)),
+                   single_cta_table=tuple(e for e in model.REFIT.single_cta_table if e[:2] != (192, 96)))
+
+
 def refit(**changes):
     """REFIT as step 102 left it (no narrow-N clusters, no one-round B clusters), with `changes`."""
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
-    return replace(model.REFIT, **{"narrow_cluster_max_n": 0, "one_round_b_max_n": 0, **changes})
+    return replace(refit_108(), **{"narrow_cluster_max_n": 0, "one_round_b_max_n": 0, **changes})
 
 
 def band_192_lines(base, variants, seed, count, shown=()):
@@ -539,7 +554,7 @@ def one_round_multicast_lines(seed=248, count=14, wide=False, k_blocks=(16, 32))
     from dgir.ops.fp8_gemm import ceil_div, settle_m_tail
     rng = random.Random(seed)
     out = []
-    base = replace(model.REFIT, one_round_b_max_n=0)       # the API before this rule
+    base = replace(refit_108(), one_round_b_max_n=0)       # the API before this rule
     groups = 0
     while groups < count:
         if wide:
@@ -590,7 +605,7 @@ def _one_round_order_lines(seed, count):
     while groups < count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(8192))) / 4)
         n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
-        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        api = api_choice(m, n, k, refit_108(), above_first_fit)
         tiles = ceil_div(m, api.block_m) * api.n_blocks
         if api.split_k > 1 or api.block_m < 128 or api.n_blocks > 8 or tiles > 132 or tiles < 66:
             continue
@@ -598,7 +613,7 @@ def _one_round_order_lines(seed, count):
         out += lines(m, n, k, api)
     # and three coverage shapes of the class at N = 576 (the issue's 4096x576x7168 among them)
     for m in (4096, 3072, 2560):
-        out += lines(m, 576, 7168, api_choice(m, 576, 7168, model.REFIT, above_first_fit))
+        out += lines(m, 576, 7168, api_choice(m, 576, 7168, refit_108(), above_first_fit))
     return out
 
 
@@ -640,7 +655,7 @@ def narrow_walks(seed, count, m_range, rounds_range):
     while len(found) < count:
         m = 4 * round(math.exp(rng.uniform(*map(math.log, m_range))) / 4)
         n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
-        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        api = api_choice(m, n, k, refit_108(), above_first_fit)
         rounds = ceil_div(m, api.block_m) * api.n_blocks / api.num_sms
         if 2 * m * n * k > 2e12 or api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 \
                 or api.n_blocks > 8 or not rounds_range[0] <= rounds <= rounds_range[1]:
@@ -684,14 +699,14 @@ def rounds_bound_change_lines(seed, count, m_range, before, extra=()):
 
     def before_rule(m, n, k):
         with walk_rounds_bound(before):
-            return api_choice(m, n, k, model.REFIT, above_first_fit)
+            return api_choice(m, n, k, refit_108(), above_first_fit)
 
     rng = random.Random(seed)
     changed = []
     while len(changed) < count:
         m = 4 * round(math.exp(rng.uniform(*map(math.log, m_range))) / 4)
         n, k = 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
-        if api_choice(m, n, k, model.REFIT, above_first_fit) != before_rule(m, n, k):
+        if api_choice(m, n, k, refit_108(), above_first_fit) != before_rule(m, n, k):
             changed.append((m, n, k))
     out = []
     for m, n, k in changed + list(extra):
@@ -732,14 +747,14 @@ def entry_192x96_lines(seed=265, count=10, efficiency=0.64, committed=True):
     from fit_model import RULE_SPECS, _tile, load_rows
 
     from dgir.ops import fp8_gemm_model as model
-    entry = replace(model.REFIT, tc_table=model.REFIT.tc_table + ((192, 96, efficiency),))
+    entry = replace(refit_108(), tc_table=refit_108().tc_table + ((192, 96, efficiency),))
     timed = {}
     for m, n, k, c, _ in load_rows(RULE_SPECS + tuple(range(265, 1000))):   # the timings spec 265 was drawn on
         if m > model.FIRST_FIT_MAX_M:
             timed.setdefault((m, n, k), set()).add(_tile(c))
     lines = []
     for shape, tiles in timed.items() if committed else ():
-        new, old = model.least(*shape, 132, entry), model.least(*shape, 132, model.REFIT)
+        new, old = model.least(*shape, 132, entry), model.least(*shape, 132, refit_108())
         if len(tiles) > 1 and _tile(new) not in tiles and new != old:
             lines += [spec(shape[0], new), spec(shape[0], old)]
     rng = random.Random(seed)
@@ -750,7 +765,7 @@ def entry_192x96_lines(seed=265, count=10, efficiency=0.64, committed=True):
         if 2 * m * n * k > 2e12:
             continue
         with_entry = api_choice(m, n, k, entry, above_first_fit)
-        if with_entry != api_choice(m, n, k, model.REFIT, above_first_fit):
+        if with_entry != api_choice(m, n, k, refit_108(), above_first_fit):
             lines += [f"{m},{n},{k}::default", spec(m, with_entry) + m_tail_suffix(with_entry), f"{m},{n},{k}::cublas"]
             held += 1
     return lines
@@ -769,7 +784,7 @@ def wider_one_round_order_lines(seed=259, count=10):
     while groups < count:
         m = 4 * round(math.exp(rng.uniform(math.log(324), math.log(4096))) / 4)
         n, k = 64 * rng.randint(17, 32), 512 * rng.randint(4, 32)
-        api = api_choice(m, n, k, model.REFIT, above_first_fit)
+        api = api_choice(m, n, k, refit_108(), above_first_fit)
         tiles = ceil_div(m, api.block_m) * api.n_blocks
         if api.split_k > 1 or api.block_m < 128 or api.ctas_per_sm > 1 or not 9 <= api.n_blocks <= 16 \
                 or not 66 <= tiles <= 132:
@@ -859,7 +874,7 @@ def rated_refit(later_rounds=1.0, scale=1.0, alone_192x96=None, entries=()):
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
-    p = model.REFIT
+    p = refit_108()
     single = p.single_cta_table + (((192, 96, alone_192x96),) if alone_192x96 else ())
     return replace(p, later_rounds=later_rounds, tc_scale=p.tc_scale * scale,
                    tc_table=tuple((bm, bn, e * scale) for bm, bn, e in p.tc_table + tuple(entries)),
@@ -870,36 +885,61 @@ ROUNDS_VARIANTS = (dict(alone_192x96=0.56), dict(later_rounds=1.05, scale=1.03, 
 ENTRY_VARIANTS = (dict(alone_192x96=0.56), dict(alone_192x96=0.56, entries=((128, 48, 0.36),)))
 
 
-def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS, committed=True):
+def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS, committed=True, timed_before=267):
     """Spec 267 (step 109): the model's error by rounds (step 108) and 192x96 alone.  First the
     committed shapes with several timed configs above M = 320 (fit_model.load_rows) where the last
     variant picks a tile no spec timed there: its pick and REFIT's.  Then `count` random shapes drawn
     as `drawn_shapes` (M >= 324) where any variant changes the API's choice: the API's choice, each
     variant's (once each), cuBLAS.  Spec 268 (step 109): the random shapes alone (`committed=False`)
     for 192x96 alone at 0.56 (spec 267's first variant, faster at all 5 shapes it changed) and that
-    with a 128x48 entry of 0.36 (128x64 ran 0.78-0.90x its time at four narrow-N shapes of spec 267)."""
+    with a 128x48 entry of 0.36 (128x64 ran 0.78-0.90x its time at four narrow-N shapes of spec 267).
+    """
     from fit_model import RULE_SPECS, _tile, load_rows
 
     from dgir.ops import fp8_gemm_model as model
     params = [rated_refit(**v) for v in variants]
     timed = {}
-    for m, n, k, c, _ in load_rows(RULE_SPECS + tuple(range(267, 1000))):   # the timings spec 267 was drawn on
+    for m, n, k, c, _ in load_rows(RULE_SPECS + tuple(range(timed_before, 1000))):   # the timings it was drawn on
         if m > model.FIRST_FIT_MAX_M:
             timed.setdefault((m, n, k), set()).add(_tile(c))
     lines = []
     for shape, tiles in timed.items() if committed else ():
         new = api_choice(*shape, params[-1], above_first_fit)
-        old = api_choice(*shape, model.REFIT, above_first_fit)
+        old = api_choice(*shape, refit_108(), above_first_fit)
         if len(tiles) > 1 and _tile(new) not in tiles and new != old:
             lines += [api_spec(shape[0], new), api_spec(shape[0], old)]
     held = 0
     for m, n, k in drawn_shapes(seed, 324):
         if held == count:
             return lines
-        picks = list(dict.fromkeys(api_choice(m, n, k, p, above_first_fit) for p in [model.REFIT, *params]))
+        picks = list(dict.fromkeys(api_choice(m, n, k, p, above_first_fit) for p in [refit_108(), *params]))
         if len(picks) > 1:
             lines += [f"{m},{n},{k}::default"] + [api_spec(m, c) for c in picks[1:]] + [f"{m},{n},{k}::cublas"]
             held += 1
+
+
+def changed_untimed_lines(before, after, drawn_at):
+    """Spec 269 (step 109): every shape above M = 320 of a committed raw result (specs before
+    `drawn_at`) where the model's constants `after` change the API's choice under `before` to a kernel
+    no result timed at that shape: the choice after, the choice before."""
+    import glob
+    import json
+
+    from fit_model import spec_number
+    timed = {}
+    for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw", "*.json"))):
+        if spec_number(path) >= drawn_at:
+            continue
+        data = json.loads(open(path).read())
+        for r in data.get("rows", []) if isinstance(data, dict) else []:
+            if isinstance(r, dict) and all(key in r for key in ("m", "n", "k", "kernel")) and r["m"] > 320:
+                timed.setdefault((r["m"], r["n"], r["k"]), set()).add(r["kernel"])
+    lines = []
+    for (m, n, k), kernels in sorted(timed.items()):
+        old, new = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
+        if new != old and new.kernel_name() not in kernels:
+            lines += [api_spec(m, new), api_spec(m, old)]
+    return lines
 
 
 def api_and_cublas(shape_list):
@@ -919,6 +959,7 @@ NAMED = {
     "--entry-192x96-held-out": (lambda: entry_192x96_lines(266, 12, 0.6, committed=False), 2),
     "--rounds-model": (rounds_model_lines, 2),
     "--rounds-model-held-out": (lambda: rounds_model_lines(268, 20, ENTRY_VARIANTS, committed=False), 2),
+    "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
     "--narrow-n-draw": (lambda: api_and_cublas(narrow_n_shapes()), 2),
@@ -937,6 +978,8 @@ NAMED = {
 
 
 if __name__ == "__main__":
+    from dgir.ops import fp8_gemm_model
+    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 268)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if named:
         lines, passes = NAMED[named[0]]

@@ -33,11 +33,10 @@ class ModelParams:
     kb_latency: float = 0.145e-6      # serial cost of one K block in one CTA (wait, wgmma, promote) ...
     kb_latency_per_col: float = 1.7e-9    # ... growing with BLOCK_N
     tile_overhead: float = 0.46e-6    # per wave of tiles: epilogue, tile switch, pipeline refill
-    # per wave, per output element of a tile: the epilogue's time that the tensor cores do not hide
-    # (converting, staging and storing the tile), added to the tensor-core time.  Zero: the tile
-    # efficiencies absorb it, as an average over the rounds of the shapes they were fitted on
-    epilogue_per_output: float = 0.0
-    # the tensor-core time of each round after the first, relative to the first's
+    # the tensor-core time of each round after the first, relative to the first's.  1.0: the tile
+    # efficiencies average over the rounds they were fitted at (t / model rises ~4% a round for the
+    # large tiles, bench/TUNING.md step 108), but 1.05 with the entries rescaled lost 1.245x at a
+    # small shape and no value alone improves the fit (step 109, spec 267)
     later_rounds: float = 1.0
     split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
     split_cluster_fixed: float = 1.0e-6   # split-K over a cluster: push, wait for the slowest slice, reduce
@@ -90,12 +89,23 @@ FIRST_FIT = ModelParams()
 # (the first fit: 1.066x); on held-out shapes 0.92-0.94x the first fit's picks' time (specs 158-160).
 REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6e-9, tile_overhead=2.159e-6,
                     split_fixed=8.255e-6, split_cluster_fixed=1.74e-6, shared_sm_chain=1.026, l2_bw=10.35e12,
-                    tc_table=((64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
+                    # 128x48: the formula's 0.404 rated it above 128x64, which ran 0.78-0.90x its
+                    # time at four narrow-N shapes (spec 267, bench/TUNING.md step 109); held out
+                    # where the entry changes the choice (spec 268, 11 shapes) 0.79-0.99x, but
+                    # 1.009x / 1.038x at the two where it moves to 128x40 (a tie)
+                    tc_table=((128, 48, 0.36),
+                              (64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
                               (128, 128, 0.6062), (128, 144, 0.5351), (128, 160, 0.5351), (128, 192, 0.5946),
                               (192, 64, 0.5339), (192, 128, 0.6668), (256, 128, 0.6683)),
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
                     tc_straddle_wide=0.902,
+                    # 192x96 on single CTAs: its timings there ran 0.75-0.84x the formula's time (a
+                    # 0.502 rating); at 0.56 held out, 14 changed picks 0.80-1.01x the time (specs
+                    # 267-268).  Its clusters keep the formula: with 0.6-0.64 for every config they
+                    # lost at 17 of 25 picks (spec 265), and at ~3 rounds against 256x128 at ~1.6
+                    # even alone 0.60 loses (1.03-1.07x, spec 267), which 0.56 does not pick
+                    single_cta_table=((192, 96, 0.56),),
                     # narrow N: each of a few n blocks re-reads all of A (M x K), which multicast
                     # halves; clusters below two rounds of tiles took 0.970x the time on 16 random
                     # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
@@ -186,7 +196,6 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
         t_tc *= (1 + (waves - 1) * P.later_rounds) / waves
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
-    t_tc += waves * ctas_per_sm * block_m * block_n * P.epilogue_per_output
     lat = (P.kb_latency + P.kb_latency_per_col * block_n) * (P.shared_sm_chain if ctas_per_sm > 1 else 1.0)
     t_chain = waves * (kb * lat + P.tile_overhead)
     t_dram = (m * k + n * k + 2 * m * n + (8 * split_k * m * n if split_k > 1 and not in_cluster else 0)) / HBM_BW
