@@ -195,9 +195,10 @@ the API's choice.
     python bench/random_shapes_specs.py --rounds-model-held-out > bench/specs/tune268.txt
     python bench/random_shapes_specs.py --entries-untimed > bench/specs/tune269.txt
 
-Spec 270: a fresh draw at the end of step 109.
+Spec 270: a fresh draw at the end of step 109; spec 271: candidates at its four shapes behind cuBLAS.
 
     python bench/random_shapes_specs.py --seed 270 --m-multiple 4 > bench/specs/tune270.txt
+    python bench/random_shapes_specs.py --laggards-270 > bench/specs/tune271.txt
 """
 import argparse
 import contextlib
@@ -942,6 +943,21 @@ def changed_untimed_lines(before, after, drawn_at):
     return lines
 
 
+def candidates_lines(shapes, top=8, extra=()):
+    """At each shape: the API's config, the cost model's `top` best candidates (its constants for
+    that M) with their m tail settled as the API would, `extra` configs ("bm=...", for every shape),
+    cuBLAS.  Spec 271 (step 109): at spec 270's shapes behind cuBLAS."""
+    from dgir.ops import fp8_gemm as F
+    from dgir.ops import fp8_gemm_model as model
+    out = []
+    for m, n, k in shapes:
+        p = model.params_for(m)
+        ranked = sorted(model.candidate_configs(m, n, k, 132, p), key=lambda c: model.config_seconds(m, n, k, c, p))
+        lines = [api_spec(m, F.settle_m_tail(c, m)) for c in ranked[:top]] + [f"{m},{n},{k}:{x}" for x in extra]
+        out += [f"{m},{n},{k}::default"] + list(dict.fromkeys(lines)) + [f"{m},{n},{k}::cublas"]
+    return out
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -959,6 +975,8 @@ NAMED = {
     "--entry-192x96-held-out": (lambda: entry_192x96_lines(266, 12, 0.6, committed=False), 2),
     "--rounds-model": (rounds_model_lines, 2),
     "--rounds-model-held-out": (lambda: rounds_model_lines(268, 20, ENTRY_VARIANTS, committed=False), 2),
+    "--laggards-270": (lambda: candidates_lines(((440, 10496, 12288), (1528, 640, 512), (216, 4800, 1536),
+                                                 (580, 2496, 9216)), extra=("bm=128,bn=128,s=5", "bm=256,bn=128,s=3", "bm=192,bn=96,s=5")), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
