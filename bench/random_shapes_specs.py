@@ -199,6 +199,11 @@ Spec 270: a fresh draw at the end of step 109; spec 271: candidates at its four 
 
     python bench/random_shapes_specs.py --seed 270 --m-multiple 4 > bench/specs/tune270.txt
     python bench/random_shapes_specs.py --laggards-270 > bench/specs/tune271.txt
+
+Spec 272: 128x160 rated 0.6 on single CTAs, its untimed picks at committed shapes and 16 random
+shapes where it changes the API's choice.
+
+    python bench/random_shapes_specs.py --entry-128x160 > bench/specs/tune272.txt
 """
 import argparse
 import contextlib
@@ -958,6 +963,20 @@ def candidates_lines(shapes, top=8, extra=()):
     return out
 
 
+def model_now():
+    """REFIT as the package has it (the generators above draw with step 108's, `refit_108`)."""
+    from dgir.ops import fp8_gemm_model as model
+    return model.__dict__["_REFIT_SHIPPED"]
+
+
+def alone_128x160(efficiency):
+    """Spec 272 (step 109): REFIT with 128x160 rated `efficiency` on single CTAs (its timings there
+    ran 0.85-0.87x the model's time at one and two rounds, spec 271's 440x10496x12288 among them)."""
+    from dataclasses import replace
+    p = model_now()
+    return replace(p, single_cta_table=p.single_cta_table + ((128, 160, efficiency),))
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -977,6 +996,8 @@ NAMED = {
     "--rounds-model-held-out": (lambda: rounds_model_lines(268, 20, ENTRY_VARIANTS, committed=False), 2),
     "--laggards-270": (lambda: candidates_lines(((440, 10496, 12288), (1528, 640, 512), (216, 4800, 1536),
                                                  (580, 2496, 9216)), extra=("bm=128,bn=128,s=5", "bm=256,bn=128,s=3", "bm=192,bn=96,s=5")), 2),
+    "--entry-128x160": (lambda: changed_untimed_lines(model_now(), alone_128x160(0.6), 272)
+                        + above_320_change_lines(272, 16, model_now(), alone_128x160(0.6)), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
@@ -997,6 +1018,7 @@ NAMED = {
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model
+    fp8_gemm_model._REFIT_SHIPPED = fp8_gemm_model.REFIT
     fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 268)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if named:
