@@ -182,14 +182,16 @@ Spec 261 (step 107): that order past four rounds; spec 262 held out after the bo
     python bench/random_shapes_specs.py --long-walk-order > bench/specs/tune261.txt
     python bench/random_shapes_specs.py --long-walk-order-held-out > bench/specs/tune262.txt
 
-Spec 265 (prepared in step 107, not run): a 192x96 efficiency entry in REFIT, its untimed picks and
-a held-out draw where it changes the API's choice.
+Spec 265 (prepared in step 107, run in step 108): a 192x96 efficiency entry in REFIT, its untimed
+picks and a held-out draw where it changes the API's choice; spec 266 that draw again at 0.6.
 
     python bench/random_shapes_specs.py --entry-192x96 > bench/specs/tune265.txt
+    python bench/random_shapes_specs.py --entry-192x96-held-out > bench/specs/tune266.txt
 
 Spec 267 (step 109): the model's tensor-core time growing with the rounds of tiles and 192x96 rated
 on single CTAs, at the committed shapes where it picks an untimed tile and held out where it changes
-the API's choice.
+the API's choice; spec 268 held out for 192x96 alone and a 128x48 entry (adopted), spec 269 the picks
+of the adopted entries that no result had timed.
 
     python bench/random_shapes_specs.py --rounds-model > bench/specs/tune267.txt
     python bench/random_shapes_specs.py --rounds-model-held-out > bench/specs/tune268.txt
@@ -950,7 +952,7 @@ def changed_untimed_lines(before, after, drawn_at):
 
 def candidates_lines(shapes, top=8, extra=()):
     """At each shape: the API's config, the cost model's `top` best candidates (its constants for
-    that M) with their m tail settled as the API would, `extra` configs ("bm=...", for every shape),
+    that M, REFIT as step 108 left it, as every generator here draws) with their m tail settled as the API would, `extra` configs ("bm=...", for every shape),
     cuBLAS.  Spec 271 (step 109): at spec 270's shapes behind cuBLAS."""
     from dgir.ops import fp8_gemm as F
     from dgir.ops import fp8_gemm_model as model
@@ -1016,11 +1018,20 @@ NAMED = {
 }
 
 
+# the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
+# walking N first, fp8_gemm.settle_walk_order) and draw without it
+WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-round-order",
+                    "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
+                    "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
+                    "--entries-untimed", "--laggards-270", "--entry-128x160")
+
 if __name__ == "__main__":
-    from dgir.ops import fp8_gemm_model
+    from dgir.ops import fp8_gemm, fp8_gemm_model
     fp8_gemm_model._REFIT_SHIPPED = fp8_gemm_model.REFIT
-    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 268)
+    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 272)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
+    if named and named[0] not in WALK_ORDER_SPECS:
+        fp8_gemm.settle_walk_order = lambda cfg, m: cfg
     if named:
         lines, passes = NAMED[named[0]]
         fwd = lines()
