@@ -206,6 +206,10 @@ Spec 272: 128x160 rated 0.6 on single CTAs, its untimed picks at committed shape
 shapes where it changes the API's choice.
 
     python bench/random_shapes_specs.py --entry-128x160 > bench/specs/tune272.txt
+
+Spec 273 (bench/specs/tune273.txt, by hand, run with --clocks): SM clock and power of 192x96 alone
+where it lost at about three rounds and where it won at one to two (specs 267-268), beside the other
+pick, and of 440x10496x12288's two tiles (spec 271).
 """
 import argparse
 import contextlib
