@@ -210,6 +210,11 @@ shapes where it changes the API's choice.
 Spec 273 (bench/specs/tune273.txt, by hand, run with --clocks): SM clock and power of 192x96 alone
 where it lost at about three rounds and where it won at one to two (specs 267-268), beside the other
 pick, and of 440x10496x12288's two tiles (spec 271).
+
+Spec 274 (step 110): the last round's partial fill in the model (`partial_round`), its untimed picks
+at committed shapes and 16 random shapes where it changes the API's choice.
+
+    python bench/random_shapes_specs.py --partial-round > bench/specs/tune274.txt
 """
 import argparse
 import contextlib
@@ -983,6 +988,13 @@ def alone_128x160(efficiency):
     return replace(p, single_cta_table=p.single_cta_table + ((128, 160, efficiency),))
 
 
+def partial_round(gain):
+    """Spec 274 (step 110): REFIT with a last round of a fraction f of the SMs taking 1 - gain x (1 - f)
+    of a full round (`ModelParams.partial_round_gain`): at the power limit the busy SMs clock higher."""
+    from dataclasses import replace
+    return replace(model_now(), partial_round_gain=gain)
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1004,6 +1016,8 @@ NAMED = {
                                                  (580, 2496, 9216)), extra=("bm=128,bn=128,s=5", "bm=256,bn=128,s=3", "bm=192,bn=96,s=5")), 2),
     "--entry-128x160": (lambda: changed_untimed_lines(model_now(), alone_128x160(0.6), 272)
                         + above_320_change_lines(272, 16, model_now(), alone_128x160(0.6)), 2),
+    "--partial-round": (lambda: changed_untimed_lines(model_now(), partial_round(0.3), 274)
+                        + above_320_change_lines(274, 16, model_now(), partial_round(0.3)), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
@@ -1024,7 +1038,7 @@ NAMED = {
 
 # the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
 # walking N first, fp8_gemm.settle_walk_order) and draw without it
-WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-round-order",
+WALK_ORDER_SPECS = ("--partial-round", "--one-round-order", "--multi-round-order", "--wider-one-round-order",
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160")
@@ -1032,7 +1046,7 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
     fp8_gemm_model._REFIT_SHIPPED = fp8_gemm_model.REFIT
-    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 272)
+    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 274)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if named and named[0] not in WALK_ORDER_SPECS:
         fp8_gemm.settle_walk_order = lambda cfg, m: cfg
