@@ -215,6 +215,11 @@ Spec 274 (step 110): the last round's partial fill in the model (`partial_round`
 at committed shapes and 16 random shapes where it changes the API's choice.
 
     python bench/random_shapes_specs.py --partial-round > bench/specs/tune274.txt
+
+Spec 275: the same with the gain at 0.25 and on walks of two rounds or more only (a single partial
+round gained nothing in the committed timings, and spec 274's worst losses were such rounds).
+
+    python bench/random_shapes_specs.py --partial-round-held-out > bench/specs/tune275.txt
 """
 import argparse
 import contextlib
@@ -995,6 +1000,19 @@ def partial_round(gain):
     return replace(model_now(), partial_round_gain=gain)
 
 
+def held_out_change_lines(seed, count, before, after):
+    """As `above_320_change_lines`, each config spelt as the API runs it (`api_spec`: tile order and
+    early epilogue too): `count` random shapes above M = 320 where `after` changes the API's choice
+    under `before`: the choice before, after, cuBLAS."""
+    out = []
+    for m, n, k in drawn_shapes(seed, 324):
+        if len(out) == 3 * count:
+            return out
+        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
+        if cur != var:
+            out += [api_spec(m, cur), api_spec(m, var), f"{m},{n},{k}::cublas"]
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1018,6 +1036,8 @@ NAMED = {
                         + above_320_change_lines(272, 16, model_now(), alone_128x160(0.6)), 2),
     "--partial-round": (lambda: changed_untimed_lines(model_now(), partial_round(0.3), 274)
                         + above_320_change_lines(274, 16, model_now(), partial_round(0.3)), 2),
+    "--partial-round-held-out": (lambda: changed_untimed_lines(model_now(), partial_round(0.25), 275)
+                                 + held_out_change_lines(275, 16, model_now(), partial_round(0.25)), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
@@ -1038,7 +1058,7 @@ NAMED = {
 
 # the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
 # walking N first, fp8_gemm.settle_walk_order) and draw without it
-WALK_ORDER_SPECS = ("--partial-round", "--one-round-order", "--multi-round-order", "--wider-one-round-order",
+WALK_ORDER_SPECS = ("--partial-round", "--partial-round-held-out", "--one-round-order", "--multi-round-order", "--wider-one-round-order",
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160")
@@ -1046,7 +1066,7 @@ WALK_ORDER_SPECS = ("--partial-round", "--one-round-order", "--multi-round-order
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
     fp8_gemm_model._REFIT_SHIPPED = fp8_gemm_model.REFIT
-    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 274)
+    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 275)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if named and named[0] not in WALK_ORDER_SPECS:
         fp8_gemm.settle_walk_order = lambda cfg, m: cfg

@@ -202,7 +202,8 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)
     t_round = ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
     last_fill = min(1.0, rounds - (waves - 1))
-    t_tc = t_round * (waves - P.partial_round_gain * (1 - last_fill))
+    # (a single partial round gains nothing: short kernels clock high anyway, step 110)
+    t_tc = t_round * (waves - (P.partial_round_gain * (1 - last_fill) if waves > 1 else 0.0))
     if P.later_rounds != 1.0:
         t_tc *= (1 + (waves - 1) * P.later_rounds) / waves
     if P.duration_exp and t_tc > P.duration_ref:
