@@ -220,6 +220,10 @@ Spec 275: the same with the gain at 0.25 and on walks of two rounds or more only
 round gained nothing in the committed timings, and spec 274's worst losses were such rounds).
 
     python bench/random_shapes_specs.py --partial-round-held-out > bench/specs/tune275.txt
+
+Spec 276: a fresh draw at the end of step 110.
+
+    python bench/random_shapes_specs.py --seed 276 --m-multiple 4 > bench/specs/tune276.txt
 """
 import argparse
 import contextlib
@@ -337,14 +341,27 @@ def one_block_192(*entries):
 NARROW_192_ENTRIES = tuple((192, bn, NARROW_192) for bn in (72, 80, 88))    # adopted after spec 221
 
 
+_shipped_refit = None    # the package's REFIT, kept here when __main__ pins the generators' base
+
+
+def shipped_refit():
+    from dgir.ops import fp8_gemm_model as model
+    return _shipped_refit or model.REFIT
+
+
+def refit_109():
+    """REFIT as step 109 left it (its two entries, no partial-round gain): the base of specs 269-275."""
+    from dataclasses import replace
+    return replace(shipped_refit(), partial_round_gain=0.0)
+
+
 def refit_108():
     """REFIT as step 108 left it, the base every generator up to spec 268 drew with: without step
     109's 128x48 entry and single-CTA 192x96 entry (each generator reproduces its committed file)."""
     from dataclasses import replace
-
-    from dgir.ops import fp8_gemm_model as model
-    return replace(model.REFIT, tc_table=tuple(e for e in model.REFIT.tc_table if e[:2] != (128, 48)),
-                   single_cta_table=tuple(e for e in model.REFIT.single_cta_table if e[:2] != (192, 96)))
+    p = refit_109()
+    return replace(p, tc_table=tuple(e for e in p.tc_table if e[:2] != (128, 48)),
+                   single_cta_table=tuple(e for e in p.single_cta_table if e[:2] != (192, 96)))
 
 
 def refit(**changes):
@@ -979,25 +996,20 @@ def candidates_lines(shapes, top=8, extra=()):
     return out
 
 
-def model_now():
-    """REFIT as the package has it (the generators above draw with step 108's, `refit_108`)."""
-    from dgir.ops import fp8_gemm_model as model
-    return model.__dict__["_REFIT_SHIPPED"]
-
-
 def alone_128x160(efficiency):
     """Spec 272 (step 109): REFIT with 128x160 rated `efficiency` on single CTAs (its timings there
     ran 0.85-0.87x the model's time at one and two rounds, spec 271's 440x10496x12288 among them)."""
     from dataclasses import replace
-    p = model_now()
+    p = refit_109()
     return replace(p, single_cta_table=p.single_cta_table + ((128, 160, efficiency),))
 
 
-def partial_round(gain):
-    """Spec 274 (step 110): REFIT with a last round of a fraction f of the SMs taking 1 - gain x (1 - f)
-    of a full round (`ModelParams.partial_round_gain`): at the power limit the busy SMs clock higher."""
+def partial_round(gain, from_rounds=2):
+    """Specs 274-275 (step 110): REFIT as step 109 left it with a last round of a fraction f of the SMs
+    taking 1 - gain x (1 - f) of a full round in walks of `from_rounds` rounds or more
+    (`ModelParams.partial_round_gain`, `partial_round_from`): at the power limit busy SMs clock higher."""
     from dataclasses import replace
-    return replace(model_now(), partial_round_gain=gain)
+    return replace(refit_109(), partial_round_gain=gain, partial_round_from=from_rounds)
 
 
 def held_out_change_lines(seed, count, before, after):
@@ -1032,12 +1044,12 @@ NAMED = {
     "--rounds-model-held-out": (lambda: rounds_model_lines(268, 20, ENTRY_VARIANTS, committed=False), 2),
     "--laggards-270": (lambda: candidates_lines(((440, 10496, 12288), (1528, 640, 512), (216, 4800, 1536),
                                                  (580, 2496, 9216)), extra=("bm=128,bn=128,s=5", "bm=256,bn=128,s=3", "bm=192,bn=96,s=5")), 2),
-    "--entry-128x160": (lambda: changed_untimed_lines(model_now(), alone_128x160(0.6), 272)
-                        + above_320_change_lines(272, 16, model_now(), alone_128x160(0.6)), 2),
-    "--partial-round": (lambda: changed_untimed_lines(model_now(), partial_round(0.3), 274)
-                        + above_320_change_lines(274, 16, model_now(), partial_round(0.3)), 2),
-    "--partial-round-held-out": (lambda: changed_untimed_lines(model_now(), partial_round(0.25), 275)
-                                 + held_out_change_lines(275, 16, model_now(), partial_round(0.25)), 2),
+    "--entry-128x160": (lambda: changed_untimed_lines(refit_109(), alone_128x160(0.6), 272)
+                        + above_320_change_lines(272, 16, refit_109(), alone_128x160(0.6)), 2),
+    "--partial-round": (lambda: changed_untimed_lines(refit_109(), partial_round(0.3, 1), 274)
+                        + above_320_change_lines(274, 16, refit_109(), partial_round(0.3, 1)), 2),
+    "--partial-round-held-out": (lambda: changed_untimed_lines(refit_109(), partial_round(0.25), 275)
+                                 + held_out_change_lines(275, 16, refit_109(), partial_round(0.25)), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
@@ -1065,7 +1077,7 @@ WALK_ORDER_SPECS = ("--partial-round", "--partial-round-held-out", "--one-round-
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
-    fp8_gemm_model._REFIT_SHIPPED = fp8_gemm_model.REFIT
+    _shipped_refit = fp8_gemm_model.REFIT
     fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 275)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if named and named[0] not in WALK_ORDER_SPECS:

@@ -441,8 +441,8 @@ def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
     assert [line.endswith("<- taken") for line in weighed] == [False, False, True, False, False]
     assert "x43/32 load" in weighed[0] and "x33/32 load" in weighed[2]
     assert "  nearby: fp8_gemm_nt_n32768_k512_bm256_bn128_s3_c2A, the entry at M=4096" in out
-    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "588", "--n", "12416", "--k", "5632")
-    assert rc == 0 and "  m_tail: shift (the last m block holds 12 of its 192 rows)" in out and "_tsh" in out
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "580", "--n", "7168", "--k", "16384")
+    assert rc == 0 and "  m_tail: shift (the last m block holds 4 of its 192 rows)" in out and "_tsh" in out
     monkeypatch.setenv("DGIR_TUNED", "0")
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "576", "--k", "7168")
     assert rc == 0 and "not asked (DGIR_TUNED=0)" in out and "chosen   model (132 SMs)" in out

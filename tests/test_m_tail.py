@@ -109,7 +109,7 @@ def test_the_cap_is_a_kernel_argument():
     assert all(kind != "derived" for _, kind, _ in kernel_params(fill)) and fill.get("m_tail_below") is None
 
 
-@pytest.mark.parametrize("m,n,k,tail", [(588, 12416, 5632, "shift"), (768, 12416, 5632, "fill"),
+@pytest.mark.parametrize("m,n,k,tail", [(580, 7168, 16384, "shift"), (768, 12416, 5632, "fill"),
                                         (64, 576, 7168, "fill"), (4096, 7168, 16384, "fill"), (65, 4096, 7168, "shift")])
 def test_the_api_settles_auto_for_each_m(m, n, k, tail):
     """tuning.choose hands the call a config whose m_tail is settled for its M: the kernel it runs

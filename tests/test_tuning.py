@@ -278,7 +278,7 @@ def test_a_carried_config_keeps_the_rounds_it_was_measured_in():
     assert tuning.choose("fp8_gemm_nt", 4, 3200, 9728, H200.name, 132).config == cfg
 
 
-def test_the_model_counts_a_multicast_kernels_rounds_in_cluster_tiles(monkeypatch):
+def test_the_model_counts_a_multicast_kernels_rounds_in_cluster_tiles(monkeypatch, chooser_before_step_110):
     """A B-sharing pair of CTAs walks cluster tiles; 13 m blocks of 192 rows make 7 pairs, so 2372 x
     1856 x 6144 in 192x64 c2B takes 4 rounds where its tiles alone take 3 (95.8 us measured, 60.2
     modelled before, cuBLAS 60.4; spec 169).  The model now charges the fourth round and picks
@@ -458,18 +458,47 @@ def chooser_before_walk_order(monkeypatch):
 
 
 @pytest.fixture
-def chooser_before_step_109(monkeypatch):
-    """The cost model above M = 320 as step 108 left it, without step 109's 128x48 and single-CTA
-    192x96 entries: the held-out specs of the rules below timed the picks those rules made then."""
-    from dataclasses import replace
+def chooser_before_step_110(monkeypatch):
+    """The cost model above M = 320 as step 109 left it, without step 110's partial-round gain: the
+    held-out specs of the rules below timed the picks made without it."""
+    from dgir.ops import fp8_gemm_model as model
+    monkeypatch.setattr(model, "REFIT", replace(model.REFIT, partial_round_gain=0.0))
 
+
+@pytest.fixture
+def chooser_before_step_109(monkeypatch, chooser_before_step_110):
+    """The cost model above M = 320 as step 108 left it, without step 109's 128x48 and single-CTA
+    192x96 entries (nor step 110's gain): the held-out specs of the rules below timed the picks
+    those rules made then."""
     from dgir.ops import fp8_gemm_model as model
     monkeypatch.setattr(model, "REFIT", replace(
         model.REFIT, tc_table=tuple(e for e in model.REFIT.tc_table if e[:2] != (128, 48)),
         single_cta_table=tuple(e for e in model.REFIT.single_cta_table if e[:2] != (192, 96))))
 
 
-def test_step_109_entries_against_their_held_out_timings():
+def test_partial_round_gain_against_its_held_out_timings():
+    """Spec 275 (bench/TUNING.md step 110): 16 random shapes above M = 320 where the partial-round
+    gain (0.25, walks of two rounds or more) changes the API's choice: the choice before, the choice
+    with it, cuBLAS.  The API runs the second at each: 0.981x the first's time in geomean, at most
+    1.045x (564x6912x1024, 15.6 against 14.9 us)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from random_shapes_specs import api_spec
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune275_exp.json").read_text())["rows"]
+    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
+    ms = {}
+    for r in rows:
+        ms.setdefault(r["spec"], []).append(r["ms"])
+    lines = (ROOT / "bench" / "specs" / "tune275.txt").read_text().split()
+    ratios = []
+    for before, after in zip(lines[0:48:3], lines[1:48:3]):
+        m, n, k = map(int, before.split(":")[0].split(","))
+        chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
+        assert api_spec(m, chosen) == after, (m, n, k)
+        ratios.append(statistics.median(ms[after]) / statistics.median(ms[before]))
+    assert len(ratios) == 16 and max(ratios) < 1.05 and statistics.geometric_mean(ratios) < 0.985
+
+
+def test_step_109_entries_against_their_held_out_timings(chooser_before_step_110):
     """Specs 267-268 (bench/TUNING.md step 109): at random shapes above M = 320 where a REFIT entry
     changes the API's choice, the choice before (`::default` then) against the one with the entries,
     beside cuBLAS.  Where the API now runs a config these specs timed against the choice before (27
@@ -618,7 +647,7 @@ def test_n_first_order_against_its_held_out_timings():
     assert len(ratios) == 19 and max(ratios) < 1.0 and statistics.geometric_mean(ratios) < 0.98
 
 
-def test_n_first_past_one_round_against_its_held_out_timings():
+def test_n_first_past_one_round_against_its_held_out_timings(chooser_before_step_110):
     """Specs 258 and 260 (bench/TUNING.md step 106): random shapes whose API config walked 1.5-3.9
     rounds of at most 8 n blocks (258: 8 shapes, the API's config, its tile alone, alone N first; 260,
     held out after the rule went past one round: 8 fresh shapes where it changes the choice and the

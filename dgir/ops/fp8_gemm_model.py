@@ -43,8 +43,10 @@ class ModelParams:
     # only a fraction f of the SMs busy runs at a higher clock: it takes 1 - partial_round_gain * (1 - f)
     # of a full round's tensor-core time.  And longer kernels clock lower (a timed launch follows an L2
     # flush, whose low draw the power controller averages in): beyond duration_ref seconds of
-    # tensor-core time, x (t / duration_ref) ** duration_exp.  Zero: neither (bench/TUNING.md step 110)
+    # tensor-core time, x (t / duration_ref) ** duration_exp (not used: at one shape the candidates'
+    # durations differ too little for it to change a pick; bench/TUNING.md step 110)
     partial_round_gain: float = 0.0
+    partial_round_from: int = 2       # ... in walks of this many rounds or more (1: spec 274, see REFIT)
     duration_ref: float = 50e-6
     duration_exp: float = 0.0
     split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
@@ -115,6 +117,14 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # lost at 17 of 25 picks (spec 265), and at ~3 rounds against 256x128 at ~1.6
                     # even alone 0.60 loses (1.03-1.07x, spec 267), which 0.56 does not pick
                     single_cta_table=((192, 96, 0.56),),
+                    # at the power limit a last round that leaves SMs idle runs at higher clocks:
+                    # with two rounds and more the committed timings ran 0.87x the model where the
+                    # last round was under a quarter full, 0.95x where it was over three quarters
+                    # (a single partial round: no trend).  Held out on 16 random shapes where 0.25
+                    # changes the choice (spec 275, bench/TUNING.md step 110): 0.981x the time, 13
+                    # faster, worst 1.045x; behind cuBLAS 5 -> 1.  At 0.3 for single rounds too:
+                    # 1.179x at 952x448x4608 (spec 274)
+                    partial_round_gain=0.25,
                     # narrow N: each of a few n blocks re-reads all of A (M x K), which multicast
                     # halves; clusters below two rounds of tiles took 0.970x the time on 16 random
                     # shapes with N <= 512, K >= 4096 (spec 226, bench/TUNING.md step 103; worst
@@ -202,8 +212,7 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)
     t_round = ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
     last_fill = min(1.0, rounds - (waves - 1))
-    # (a single partial round gains nothing: short kernels clock high anyway, step 110)
-    t_tc = t_round * (waves - (P.partial_round_gain * (1 - last_fill) if waves > 1 else 0.0))
+    t_tc = t_round * (waves - (P.partial_round_gain * (1 - last_fill) if waves >= P.partial_round_from else 0.0))
     if P.later_rounds != 1.0:
         t_tc *= (1 + (waves - 1) * P.later_rounds) / waves
     if P.duration_exp and t_tc > P.duration_ref:
