@@ -9,7 +9,6 @@ measurements.  Measured configs (dgir/tuned, DG_AUTOTUNE=1) take precedence over
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
@@ -41,14 +40,9 @@ class ModelParams:
     later_rounds: float = 1.0
     # power: every kernel above M = 320 runs at the ~690 W limit (spec 273).  A last round that keeps
     # only a fraction f of the SMs busy runs at a higher clock: it takes 1 - partial_round_gain * (1 - f)
-    # of a full round's tensor-core time.  And longer kernels clock lower (a timed launch follows an L2
-    # flush, whose low draw the power controller averages in): beyond duration_ref seconds of
-    # tensor-core time, x (t / duration_ref) ** duration_exp (not used: at one shape the candidates'
-    # durations differ too little for it to change a pick; bench/TUNING.md step 110)
+    # of a full round's tensor-core time ...
     partial_round_gain: float = 0.0
     partial_round_from: int = 2       # ... in walks of this many rounds or more (1: spec 274, see REFIT)
-    duration_ref: float = 50e-6
-    duration_exp: float = 0.0
     split_fixed: float = 4.5e-6       # split-K: counting in and the reducing CTA's pass over the partials
     split_cluster_fixed: float = 1.0e-6   # split-K over a cluster: push, wait for the slowest slice, reduce
                                       # (traces of bench/TUNING.md step 23: ~0.13 + 0.83 us)
@@ -199,24 +193,22 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     tiles = ceil_div(m, block_m) * ceil_div(n, block_n)
     ctas = tiles * split_k
     slots = num_sms * ctas_per_sm
-    rounds = ctas / slots                               # of the persistent loop; waves: whole ones
+    work, places = ctas, slots                          # what the persistent loop walks, and over how many
     in_cluster = split_k > 1 and split_reduce == "cluster"
     if cluster > 1 and CLUSTER_ROUNDS:   # the walk covers cluster tiles, one per cluster: with B shared
         # along M an odd count of m blocks leaves half of the last pair idle (spec 169: 2372x1856x6144,
         # 192x64 c2B, 13 m blocks, 4 rounds where the tiles alone make 3: 95.8 us, modelled 60.2)
-        rounds = cluster_tiles(ceil_div(m, block_m), ceil_div(n, block_n), cluster, multicast) / max(1, num_sms // cluster)
+        work = cluster_tiles(ceil_div(m, block_m), ceil_div(n, block_n), cluster, multicast)
+        places = max(1, num_sms // cluster)
     if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
-        resident = sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS)
-        rounds = tiles / max(1, resident)
-    waves = max(1, math.ceil(rounds - 1e-9))
+        work, places = tiles, max(1, sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS))
+    waves = ceil_div(work, places)                      # rounds of the persistent loop
+    last_fill = (work - (waves - 1) * places) / places
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)
     t_round = ctas_per_sm * 2 * block_m * block_n * kb * BLOCK_K / per_sm
-    last_fill = min(1.0, rounds - (waves - 1))
     t_tc = t_round * (waves - (P.partial_round_gain * (1 - last_fill) if waves >= P.partial_round_from else 0.0))
     if P.later_rounds != 1.0:
         t_tc *= (1 + (waves - 1) * P.later_rounds) / waves
-    if P.duration_exp and t_tc > P.duration_ref:
-        t_tc *= (t_tc / P.duration_ref) ** P.duration_exp
     if cluster > 1:
         t_tc *= 1 - P.multicast_gain * min(1.0, k / 7168)
     lat = (P.kb_latency + P.kb_latency_per_col * block_n) * (P.shared_sm_chain if ctas_per_sm > 1 else 1.0)
