@@ -871,17 +871,18 @@ def drawn_shapes(seed, m_lo):
             yield m, n, k
 
 
-def above_320_change_lines(seed, count, before, after):
+def above_320_change_lines(seed, count, before, after, spell=lambda m, cfg: spec(m, cfg) + m_tail_suffix(cfg)):
     """`count` random shapes above M = 320 (M a multiple of 4 log-uniform in 324..8192, N a multiple
     of 64 log-uniform in 256..32768, K a multiple of 512 up to 16384, at most 2 TFLOP) where the
-    model's constants `after` change the API's choice under `before`: the choice before, after, cuBLAS."""
+    model's constants `after` change the API's choice under `before`: the choice before, after, cuBLAS.
+    `spell`: a config's spec line (since spec 275 `api_spec`, the tile order and early epilogue too)."""
     out = []
     for m, n, k in drawn_shapes(seed, 324):
         if len(out) == 3 * count:
             return out
         cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
         if cur != var:
-            out += [spec(m, cur) + m_tail_suffix(cur), spec(m, var) + m_tail_suffix(var), f"{m},{n},{k}::cublas"]
+            out += [spell(m, cur), spell(m, var), f"{m},{n},{k}::cublas"]
 
 
 def one_round_cluster_lines(seed=223, count=20):
@@ -911,8 +912,6 @@ def rated_refit(later_rounds=1.0, scale=1.0, alone_192x96=None, entries=()):
     `alone_192x96` (before the scale) on single CTAs (its clusters keep the formula), and more
     tc_table `entries` ((BLOCK_M, BLOCK_N, e) for every config of that tile)."""
     from dataclasses import replace
-
-    from dgir.ops import fp8_gemm_model as model
     p = refit_108()
     single = p.single_cta_table + (((192, 96, alone_192x96),) if alone_192x96 else ())
     return replace(p, later_rounds=later_rounds, tc_scale=p.tc_scale * scale,
@@ -983,8 +982,9 @@ def changed_untimed_lines(before, after, drawn_at):
 
 def candidates_lines(shapes, top=8, extra=()):
     """At each shape: the API's config, the cost model's `top` best candidates (its constants for
-    that M, REFIT as step 108 left it, as every generator here draws) with their m tail settled as the API would, `extra` configs ("bm=...", for every shape),
-    cuBLAS.  Spec 271 (step 109): at spec 270's shapes behind cuBLAS."""
+    that M; REFIT as step 108 left it, as every generator here draws) with their m tail settled as
+    the API would, `extra` configs ("bm=...", for every shape), cuBLAS.  Spec 271 (step 109): at
+    spec 270's shapes behind cuBLAS."""
     from dgir.ops import fp8_gemm as F
     from dgir.ops import fp8_gemm_model as model
     out = []
@@ -1012,19 +1012,6 @@ def partial_round(gain, from_rounds=2):
     return replace(refit_109(), partial_round_gain=gain, partial_round_from=from_rounds)
 
 
-def held_out_change_lines(seed, count, before, after):
-    """As `above_320_change_lines`, each config spelt as the API runs it (`api_spec`: tile order and
-    early epilogue too): `count` random shapes above M = 320 where `after` changes the API's choice
-    under `before`: the choice before, after, cuBLAS."""
-    out = []
-    for m, n, k in drawn_shapes(seed, 324):
-        if len(out) == 3 * count:
-            return out
-        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
-        if cur != var:
-            out += [api_spec(m, cur), api_spec(m, var), f"{m},{n},{k}::cublas"]
-
-
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1049,7 +1036,7 @@ NAMED = {
     "--partial-round": (lambda: changed_untimed_lines(refit_109(), partial_round(0.3, 1), 274)
                         + above_320_change_lines(274, 16, refit_109(), partial_round(0.3, 1)), 2),
     "--partial-round-held-out": (lambda: changed_untimed_lines(refit_109(), partial_round(0.25), 275)
-                                 + held_out_change_lines(275, 16, refit_109(), partial_round(0.25)), 2),
+                                 + above_320_change_lines(275, 16, refit_109(), partial_round(0.25), api_spec), 2),
     "--entries-untimed": (lambda: changed_untimed_lines(refit_108(), rated_refit(**ENTRY_VARIANTS[1]), 269), 2),
     "--recheck-88-wide-96": (lambda: narrow_192_recheck_lines() + wide_96_lines(), 2),
     "--narrow-n-clusters": (narrow_n_cluster_lines, 2), "--narrow-n-mid-m": (narrow_n_mid_m_lines, 2),
@@ -1070,10 +1057,11 @@ NAMED = {
 
 # the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
 # walking N first, fp8_gemm.settle_walk_order) and draw without it
-WALK_ORDER_SPECS = ("--partial-round", "--partial-round-held-out", "--one-round-order", "--multi-round-order", "--wider-one-round-order",
+WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-round-order",
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
-                    "--entries-untimed", "--laggards-270", "--entry-128x160")
+                    "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
+                    "--partial-round-held-out")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model

@@ -448,6 +448,16 @@ def spec_medians(*specs) -> dict:
     return {shape: {name: statistics.median(v) for name, v in by_kernel.items()} for shape, by_kernel in times.items()}
 
 
+def spec_line_medians(spec) -> dict:
+    """{spec line: median ms} over the committed raw result of `spec`, every row correct."""
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
+    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
+    ms = {}
+    for r in rows:
+        ms.setdefault(r["spec"], []).append(r["ms"])
+    return {line: statistics.median(v) for line, v in ms.items()}
+
+
 @pytest.fixture
 def chooser_before_walk_order(monkeypatch):
     """The chooser's pick ahead of step 105's tile order (fp8_gemm.settle_walk_order), which at one
@@ -462,18 +472,18 @@ def chooser_before_step_110(monkeypatch):
     """The cost model above M = 320 as step 109 left it, without step 110's partial-round gain: the
     held-out specs of the rules below timed the picks made without it."""
     from dgir.ops import fp8_gemm_model as model
-    monkeypatch.setattr(model, "REFIT", replace(model.REFIT, partial_round_gain=0.0))
+    from dgir_testlib import bench_module
+    monkeypatch.setattr(model, "REFIT", bench_module("random_shapes_specs").refit_109())
 
 
 @pytest.fixture
-def chooser_before_step_109(monkeypatch, chooser_before_step_110):
+def chooser_before_step_109(monkeypatch):
     """The cost model above M = 320 as step 108 left it, without step 109's 128x48 and single-CTA
     192x96 entries (nor step 110's gain): the held-out specs of the rules below timed the picks
     those rules made then."""
     from dgir.ops import fp8_gemm_model as model
-    monkeypatch.setattr(model, "REFIT", replace(
-        model.REFIT, tc_table=tuple(e for e in model.REFIT.tc_table if e[:2] != (128, 48)),
-        single_cta_table=tuple(e for e in model.REFIT.single_cta_table if e[:2] != (192, 96))))
+    from dgir_testlib import bench_module
+    monkeypatch.setattr(model, "REFIT", bench_module("random_shapes_specs").refit_108())
 
 
 def test_partial_round_gain_against_its_held_out_timings():
@@ -483,18 +493,14 @@ def test_partial_round_gain_against_its_held_out_timings():
     1.045x (564x6912x1024, 15.6 against 14.9 us)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from random_shapes_specs import api_spec
-    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune275_exp.json").read_text())["rows"]
-    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-    ms = {}
-    for r in rows:
-        ms.setdefault(r["spec"], []).append(r["ms"])
+    med = spec_line_medians(275)
     lines = (ROOT / "bench" / "specs" / "tune275.txt").read_text().split()
     ratios = []
     for before, after in zip(lines[0:48:3], lines[1:48:3]):
         m, n, k = map(int, before.split(":")[0].split(","))
         chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
         assert api_spec(m, chosen) == after, (m, n, k)
-        ratios.append(statistics.median(ms[after]) / statistics.median(ms[before]))
+        ratios.append(med[after] / med[before])
     assert len(ratios) == 16 and max(ratios) < 1.05 and statistics.geometric_mean(ratios) < 0.985
 
 
@@ -508,12 +514,7 @@ def test_step_109_entries_against_their_held_out_timings(chooser_before_step_110
     from random_shapes_specs import api_spec
     ratios = []
     for spec in (267, 268):
-        rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
-        assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-        ms = {}
-        for r in rows:
-            ms.setdefault(r["spec"], []).append(r["ms"])
-        med = {line: statistics.median(v) for line, v in ms.items()}
+        med = spec_line_medians(spec)
         for line in [x for x in med if x.endswith("::default")]:
             m, n, k = map(int, line.split(":")[0].split(","))
             chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
@@ -589,17 +590,13 @@ def test_outgrown_nearby_entries_against_their_held_out_timings(chooser_before_s
     from experiments import spec_config
     set_aside, shapes = [], 0
     for spec in (238, 240):
-        rows = json.loads((ROOT / "bench" / "results" / "raw" / f"tune{spec}_exp.json").read_text())["rows"]
-        assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-        ms = {}
-        for r in rows:
-            ms.setdefault(r["spec"], []).append(r["ms"])
+        med = spec_line_medians(spec)
         lines = list(dict.fromkeys((ROOT / "bench" / "specs" / f"tune{spec}.txt").read_text().split()))
         for kept, aside in zip(lines[0::3], lines[1::3]):
             m, n, k = map(int, kept.split(":")[0].split(","))
             chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
             configs = [spec_config(n, k, line.split(":", 1)[1], H200.sms) for line in (kept, aside)]
-            times = [statistics.median(ms[line]) for line in (kept, aside)]
+            times = [med[line] for line in (kept, aside)]
             names = [c.kernel_name() for c in configs]
             assert chosen.kernel_name() in names, (m, n, k, chosen.kernel_name())
             mine = times[names.index(chosen.kernel_name())]
@@ -631,19 +628,15 @@ def test_n_first_order_against_its_held_out_timings():
     in geomean (medians of two timings)."""
     sys.path.insert(0, str(ROOT / "bench"))
     from experiments import spec_config
-    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune256_exp.json").read_text())["rows"]
-    assert all(r["diff"] < 1e-3 and r.get("all_finite", True) for r in rows)
-    ms = {}
-    for r in rows:
-        ms.setdefault(r["spec"], []).append(r["ms"])
+    med = spec_line_medians(256)
     ratios = []
-    for line in (x for x in ms if x.endswith(",g=1")):
+    for line in (x for x in med if x.endswith(",g=1")):
         shape, keys = line.split(":")[:2]
         m, n, k = map(int, shape.split(","))
         chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=H200.name, sms=H200.sms).config
         assert chosen.kernel_name() == spec_config(n, k, keys, H200.sms).kernel_name(), (m, n, k)
         assert chosen.cluster == 1 and chosen.swizzle_group == 1
-        ratios.append(statistics.median(ms[line]) / statistics.median(ms[f"{shape}::default"]))
+        ratios.append(med[line] / med[f"{shape}::default"])
     assert len(ratios) == 19 and max(ratios) < 1.0 and statistics.geometric_mean(ratios) < 0.98
 
 
