@@ -7,6 +7,8 @@ call's shape) through different driver entry points, each checked for a correct 
   plain        cuLaunchKernel with the kernelParams pointer array
   plain_buffer cuLaunchKernel with one packed parameter buffer (``extra``), offsets from
                cuFuncGetParamInfo
+  bindings     cuda-python's cuLaunchKernelEx (cuda.bindings.driver, Cython) with a prebuilt
+               CUlaunchConfig and the plan's parameter array passed by address (step 111)
   torch_fill   torch's own launch of a small kernel (d.fill_), the host floor for comparison
 
 and the parts of the warm call's plan key.  Median of many calls, each with the GPU queue drained.
@@ -84,8 +86,16 @@ def shape_variants(dev, m, n, k) -> dict:
         lib.cuCtxGetCurrent(ctypes.byref(cur))
         return ex()
 
+    from cuda.bindings import driver as cb
+    bcfg = cb.CUlaunchConfig()
+    bcfg.gridDimX, bcfg.gridDimY, bcfg.gridDimZ = grid
+    bcfg.blockDimX, bcfg.blockDimY, bcfg.blockDimZ = block
+    bcfg.sharedMemBytes, bcfg.hStream, bcfg.numAttrs = smem, cb.CUstream(stream), 0
+    bfn, params_addr, launch_cb = cb.CUfunction(plan.fn.handle), ctypes.addressof(plan.params), cb.cuLaunchKernelEx
+
     variants = {
         "plan": lambda: plan(stream),
+        "bindings": lambda: launch_cb(bcfg, bfn, params_addr, 0)[0],
         "ex_ctx": ex_ctx,
         "ex": ex,
         "plain": lambda: plain(fn, gx, gy, gz, bx, by, bz, sm, VP(stream), plan.params, None),

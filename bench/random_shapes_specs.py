@@ -224,6 +224,14 @@ round gained nothing in the committed timings, and spec 274's worst losses were 
 Spec 276: a fresh draw at the end of step 110.
 
     python bench/random_shapes_specs.py --seed 276 --m-multiple 4 > bench/specs/tune276.txt
+
+Spec 277 (--beyond-draws, bench/TUNING.md step 111): the API where no draw has looked, with cuBLAS:
+20 shapes of M (a multiple of 4) log-uniform in 8192..65536 (the draws stop at 8192), 20 with N a
+multiple of 8 but not of 64 (the draws take multiples of 64), and 12 with K a multiple of 16 but not
+of 128 (a partial last K block; no cuBLAS there: torch's block-scaled call is wrong unless K / 128 is
+a multiple of 4); forward then reversed.
+
+    python bench/random_shapes_specs.py --beyond-draws > bench/specs/tune277.txt
 """
 import argparse
 import contextlib
@@ -1012,6 +1020,39 @@ def partial_round(gain, from_rounds=2):
     return replace(refit_109(), partial_round_gain=gain, partial_round_from=from_rounds)
 
 
+def log_uniform(rng, lo, hi, multiple):
+    return multiple * max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / multiple))
+
+
+def beyond_draws_lines(seed=277, large_m=20, odd_n=20, odd_k=12):
+    """Spec 277: shapes outside every earlier draw (M past 8192, N not a multiple of 64, K not a
+    multiple of 128), the API against cuBLAS where torch's call is right (not at odd K)."""
+    rng = random.Random(seed)
+    out = []
+
+    def draw(count, m_range, n_multiple, k_of, fits, with_cublas):
+        taken = 0
+        while taken < count:
+            m = log_uniform(rng, *m_range, 4)
+            n = max(256, log_uniform(rng, 256, 32768, n_multiple))
+            k = k_of()
+            if not fits(m, n, k):
+                continue
+            out.append(f"{m},{n},{k}::default")
+            if with_cublas:
+                out.append(f"{m},{n},{k}::cublas")
+            taken += 1
+
+    # a call under ~6 ms at 1000 TFLOPS, and D's float64 reference and copy within the H200's memory
+    draw(large_m, (8192, 65536), 64, lambda: 512 * rng.randint(1, 32),
+         lambda m, n, k: 2 * m * n * k <= 6e12 and m * n <= 1.2e9, True)
+    draw(odd_n, (4, 8192), 8, lambda: 512 * rng.randint(1, 32),
+         lambda m, n, k: n % 64 and 2 * m * n * k <= 2e12, True)
+    draw(odd_k, (4, 8192), 8, lambda: 16 * rng.randint(32, 1024),
+         lambda m, n, k: k % 128 and 2 * m * n * k <= 2e12, False)
+    return out
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1051,6 +1092,7 @@ NAMED = {
     "--one-round-multicast-wide": (lambda: one_round_multicast_lines(249, 12, wide=True), 2),
     "--one-round-multicast-7168": (lambda: one_round_multicast_lines(250, 12, k_blocks=(14, 15)), 2),
     "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
+    "--beyond-draws": (beyond_draws_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
