@@ -1,17 +1,21 @@
 """Host cost of one prebuilt launch of the same fp8_gemm_nt kernel (M=128 N=2112 K=7168, the warm
 call's shape) through different driver entry points, each checked for a correct result:
 
-  plan         LaunchPlan as it is (since step 48: cuLaunchKernelEx alone, no context query)
+  plan         LaunchPlan as it is (since step 111: cuda-python's cuLaunchKernelEx, no context query)
+  ctypes_plan  LaunchPlan's call as it was from step 48 to 110: the stream compared, then
+               cuLaunchKernelEx through ctypes with a prebuilt ctypes config
   ex_ctx       cuCtxGetCurrent, then cuLaunchKernelEx (LaunchPlan before step 48)
-  ex           cuLaunchKernelEx alone (the context already current)
+  ex           cuLaunchKernelEx alone through ctypes (the context already current)
   plain        cuLaunchKernel with the kernelParams pointer array
   plain_buffer cuLaunchKernel with one packed parameter buffer (``extra``), offsets from
                cuFuncGetParamInfo
-  bindings     cuda-python's cuLaunchKernelEx (cuda.bindings.driver, Cython) with a prebuilt
-               CUlaunchConfig and the plan's parameter array passed by address (step 111)
+  bindings     cuda-python's cuLaunchKernelEx (cuda.bindings.driver, Cython) called directly, with
+               the plan's config and its parameter array passed by address
   torch_fill   torch's own launch of a small kernel (d.fill_), the host floor for comparison
 
-and the parts of the warm call's plan key.  Median of many calls, each with the GPU queue drained.
+and the parts of the warm call's plan key, and the whole fp8_gemm_nt call with the plan's launch
+and with the ctypes one in its place.  Median of many calls, each with the GPU queue drained; the
+variants take turns (three rounds), so that a drift of the host's speed reaches them all alike.
 
     python bench/launch_variants.py     # prints JSON
 """
@@ -50,11 +54,11 @@ def shape_variants(dev, m, n, k) -> dict:
     stream = deep_gemm._raw_stream(0)
     lib = driver._cuda()
     sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
-    cfg = plan.cfg
-    grid = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ)
-    block = (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ)
-    smem = cfg.sharedMemBytes
+    grid = (plan.cfg.gridDimX, plan.cfg.gridDimY, plan.cfg.gridDimZ)
+    block = (plan.cfg.blockDimX, plan.cfg.blockDimY, plan.cfg.blockDimZ)
+    smem = plan.cfg.sharedMemBytes
     fn = VP(plan.fn.handle)
+    cfg = driver.CUlaunchConfig(*grid, *block, smem, None, (driver.CUlaunchAttribute * 1)(), 0)   # ctypes
 
     # the packed parameter buffer: each argument's bytes at the offset the driver reports
     sizes, offsets = [], []
@@ -86,16 +90,20 @@ def shape_variants(dev, m, n, k) -> dict:
         lib.cuCtxGetCurrent(ctypes.byref(cur))
         return ex()
 
-    from cuda.bindings import driver as cb
-    bcfg = cb.CUlaunchConfig()
-    bcfg.gridDimX, bcfg.gridDimY, bcfg.gridDimZ = grid
-    bcfg.blockDimX, bcfg.blockDimY, bcfg.blockDimZ = block
-    bcfg.sharedMemBytes, bcfg.hStream, bcfg.numAttrs = smem, cb.CUstream(stream), 0
-    bfn, params_addr, launch_cb = cb.CUfunction(plan.fn.handle), ctypes.addressof(plan.params), cb.cuLaunchKernelEx
+    launch_cb, params_addr = plan._launch, ctypes.addressof(plan.params)
+    plan(stream)                              # the plan's config now holds this stream
+
+    last_stream = [None]
+
+    def ctypes_plan(stream_handle, pdl=False):
+        if stream_handle != last_stream[0]:
+            cfg.hStream = last_stream[0] = stream_handle
+        driver._check(launch_ex(cfg_ref, fn, plan.params, None), "cuLaunchKernelEx")
 
     variants = {
         "plan": lambda: plan(stream),
-        "bindings": lambda: launch_cb(bcfg, bfn, params_addr, 0)[0],
+        "ctypes_plan": lambda: ctypes_plan(stream),
+        "bindings": lambda: launch_cb(plan.cfg, plan._fn_ref, params_addr, 0)[0],
         "ex_ctx": ex_ctx,
         "ex": ex,
         "plain": lambda: plain(fn, gx, gy, gz, bx, by, bz, sm, VP(stream), plan.params, None),
@@ -109,11 +117,24 @@ def shape_variants(dev, m, n, k) -> dict:
         sync()
         diff = calc_diff(d, ref)
         ok = (res in (None, 0)) and bool(torch.isfinite(d).all()) and diff < 1e-3
-        out["variants"][name] = {"ok": ok, "result": res, "diff": diff,
-                                 "launch_us": [median_us(call, sync) for _ in range(3)]}
-    out["variants"]["torch_fill"] = {"launch_us": [median_us(lambda: d.fill_(1.0), sync) for _ in range(3)]}
+        out["variants"][name] = {"ok": ok, "result": None if res is None else int(res), "diff": diff, "launch_us": []}
+    out["variants"]["torch_fill"] = {"launch_us": []}
+    variants["torch_fill"] = lambda: d.fill_(1.0)
+    entry = deep_gemm._plans[key]
+    ctypes_entry = (ctypes_plan, *entry[1:])
+
+    def whole_call(with_entry):
+        deep_gemm._plans[key] = with_entry
+        return median_us(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d), sync)
+
+    out["whole_call_us"], out["whole_call_ctypes_us"] = [], []
+    for _ in range(3):                        # in turns
+        for name, call in variants.items():
+            out["variants"][name]["launch_us"].append(median_us(call, sync))
+        out["whole_call_us"].append(whole_call(entry))
+        out["whole_call_ctypes_us"].append(whole_call(ctypes_entry))
+    deep_gemm._plans[key] = entry
     out["plan_key_us"] = median_us(lambda: deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk"), lambda: None)
-    out["whole_call_us"] = median_us(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d), sync)
     out["ctx_get_us"] = median_us(lambda: lib.cuCtxGetCurrent(ctypes.byref(VP())), lambda: None)
     return out
 

@@ -232,6 +232,11 @@ of 128 (a partial last K block; no cuBLAS there: torch's block-scaled call is wr
 a multiple of 4); forward then reversed.
 
     python bench/random_shapes_specs.py --beyond-draws > bench/specs/tune277.txt
+
+Spec 278: candidates at spec 277's four shapes nearest to or behind cuBLAS (the model as shipped
+at step 111, not step 108's REFIT), with two cluster forms the walk order replaced.
+
+    python bench/random_shapes_specs.py --laggards-277 > bench/specs/tune278.txt
 """
 import argparse
 import contextlib
@@ -1093,6 +1098,8 @@ NAMED = {
     "--one-round-multicast-7168": (lambda: one_round_multicast_lines(250, 12, k_blocks=(14, 15)), 2),
     "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
     "--beyond-draws": (beyond_draws_lines, 2),
+    "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
+                                                 (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1103,13 +1110,16 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
-                    "--partial-round-held-out")
+                    "--partial-round-held-out", "--laggards-277")
+# the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
+SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
     _shipped_refit = fp8_gemm_model.REFIT
-    fp8_gemm_model.REFIT = refit_108()      # what every generator here drew with (specs up to 275)
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
+    if not (named and named[0] in SHIPPED_REFIT_SPECS):
+        fp8_gemm_model.REFIT = refit_108()  # what the generators of specs up to 276 drew with
     if named and named[0] not in WALK_ORDER_SPECS:
         fp8_gemm.settle_walk_order = lambda cfg, m: cfg
     if named:
