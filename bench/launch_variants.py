@@ -1,20 +1,20 @@
 """Host cost of one prebuilt launch of the same fp8_gemm_nt kernel (M=128 N=2112 K=7168, the warm
 call's shape) through different driver entry points, each checked for a correct result:
 
-  plan         LaunchPlan as it is (since step 111: cuda-python's cuLaunchKernelEx, no context query)
-  ctypes_plan  LaunchPlan's call as it was from step 48 to 110: the stream compared, then
-               cuLaunchKernelEx through ctypes with a prebuilt ctypes config
+  plan         LaunchPlan as it is (since step 48: cuLaunchKernelEx alone through ctypes, no context query)
   ex_ctx       cuCtxGetCurrent, then cuLaunchKernelEx (LaunchPlan before step 48)
   ex           cuLaunchKernelEx alone through ctypes (the context already current)
   plain        cuLaunchKernel with the kernelParams pointer array
   plain_buffer cuLaunchKernel with one packed parameter buffer (``extra``), offsets from
                cuFuncGetParamInfo
-  bindings     cuda-python's cuLaunchKernelEx (cuda.bindings.driver, Cython) called directly, with
-               the plan's config and its parameter array passed by address
+  bindings     cuda-python's cuLaunchKernelEx (cuda.bindings.driver, Cython) with a prebuilt
+               CUlaunchConfig and the plan's parameter array passed by address (step 111)
+  bindings_plan the same behind a plan's call (the stream compared, the result checked): what
+               LaunchPlan would be through cuda-python (step 111: no faster, within the spread)
   torch_fill   torch's own launch of a small kernel (d.fill_), the host floor for comparison
 
 and the parts of the warm call's plan key, and the whole fp8_gemm_nt call with the plan's launch
-and with the ctypes one in its place.  Median of many calls, each with the GPU queue drained; the
+and with bindings_plan in its place.  Median of many calls, each with the GPU queue drained; the
 variants take turns (three rounds), so that a drift of the host's speed reaches them all alike.
 
     python bench/launch_variants.py     # prints JSON
@@ -54,11 +54,11 @@ def shape_variants(dev, m, n, k) -> dict:
     stream = deep_gemm._raw_stream(0)
     lib = driver._cuda()
     sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
-    grid = (plan.cfg.gridDimX, plan.cfg.gridDimY, plan.cfg.gridDimZ)
-    block = (plan.cfg.blockDimX, plan.cfg.blockDimY, plan.cfg.blockDimZ)
-    smem = plan.cfg.sharedMemBytes
+    cfg = plan.cfg
+    grid = (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ)
+    block = (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ)
+    smem = cfg.sharedMemBytes
     fn = VP(plan.fn.handle)
-    cfg = driver.CUlaunchConfig(*grid, *block, smem, None, (driver.CUlaunchAttribute * 1)(), 0)   # ctypes
 
     # the packed parameter buffer: each argument's bytes at the offset the driver reports
     sizes, offsets = [], []
@@ -90,20 +90,24 @@ def shape_variants(dev, m, n, k) -> dict:
         lib.cuCtxGetCurrent(ctypes.byref(cur))
         return ex()
 
-    launch_cb, params_addr = plan._launch, ctypes.addressof(plan.params)
-    plan(stream)                              # the plan's config now holds this stream
-
+    from cuda.bindings import driver as cb
+    bcfg = cb.CUlaunchConfig()
+    bcfg.gridDimX, bcfg.gridDimY, bcfg.gridDimZ = grid
+    bcfg.blockDimX, bcfg.blockDimY, bcfg.blockDimZ = block
+    bcfg.sharedMemBytes, bcfg.hStream, bcfg.numAttrs = smem, cb.CUstream(stream), 0
+    bfn, params_addr, launch_cb = cb.CUfunction(plan.fn.handle), ctypes.addressof(plan.params), cb.cuLaunchKernelEx
     last_stream = [None]
 
-    def ctypes_plan(stream_handle, pdl=False):
+    def bindings_plan(stream_handle, pdl=False):
         if stream_handle != last_stream[0]:
-            cfg.hStream = last_stream[0] = stream_handle
-        driver._check(launch_ex(cfg_ref, fn, plan.params, None), "cuLaunchKernelEx")
+            bcfg.hStream, last_stream[0] = cb.CUstream(stream_handle), stream_handle
+        res, = launch_cb(bcfg, bfn, params_addr, 0)
+        driver._check(int(res), "cuLaunchKernelEx")
 
     variants = {
         "plan": lambda: plan(stream),
-        "ctypes_plan": lambda: ctypes_plan(stream),
-        "bindings": lambda: launch_cb(plan.cfg, plan._fn_ref, params_addr, 0)[0],
+        "bindings": lambda: launch_cb(bcfg, bfn, params_addr, 0)[0],
+        "bindings_plan": lambda: bindings_plan(stream),
         "ex_ctx": ex_ctx,
         "ex": ex,
         "plain": lambda: plain(fn, gx, gy, gz, bx, by, bz, sm, VP(stream), plan.params, None),
@@ -121,18 +125,18 @@ def shape_variants(dev, m, n, k) -> dict:
     out["variants"]["torch_fill"] = {"launch_us": []}
     variants["torch_fill"] = lambda: d.fill_(1.0)
     entry = deep_gemm._plans[key]
-    ctypes_entry = (ctypes_plan, *entry[1:])
+    bindings_entry = (bindings_plan, *entry[1:])
 
     def whole_call(with_entry):
         deep_gemm._plans[key] = with_entry
         return median_us(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d), sync)
 
-    out["whole_call_us"], out["whole_call_ctypes_us"] = [], []
+    out["whole_call_us"], out["whole_call_bindings_us"] = [], []
     for _ in range(3):                        # in turns
         for name, call in variants.items():
             out["variants"][name]["launch_us"].append(median_us(call, sync))
         out["whole_call_us"].append(whole_call(entry))
-        out["whole_call_ctypes_us"].append(whole_call(ctypes_entry))
+        out["whole_call_bindings_us"].append(whole_call(bindings_entry))
     deep_gemm._plans[key] = entry
     out["plan_key_us"] = median_us(lambda: deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk"), lambda: None)
     out["ctx_get_us"] = median_us(lambda: lib.cuCtxGetCurrent(ctypes.byref(VP())), lambda: None)

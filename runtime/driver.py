@@ -1,9 +1,7 @@
 """A thin ctypes layer over the CUDA driver (``libcuda.so.1``).
 
 Nothing here touches the driver at import time, so ``import dgir.runtime.driver`` works on
-machines without a GPU; ``libcuda`` is loaded (and ``cuInit`` called) on first use.  The one
-call on the warm path, a prebuilt launch (:class:`LaunchPlan`), goes through cuda-python's
-Cython binding instead, which converts its arguments faster than ctypes (bench/TUNING.md step 111).
+machines without a GPU; ``libcuda`` is loaded (and ``cuInit`` called) on first use.
 
 Contexts: dgir always uses the device's *primary* context, which is the one PyTorch uses,
 so modules loaded here and tensors allocated by torch share an address space and streams.
@@ -89,13 +87,6 @@ def _cuda() -> ctypes.CDLL:
                 _check(lib.cuInit(0), "cuInit", lib)
                 _lib = lib
     return _lib
-
-
-def _bindings():
-    """cuda-python's driver module (cuda.bindings.driver), for the prebuilt launch: the same
-    libcuda, already initialised by _cuda() before any plan exists (a plan needs a loaded function)."""
-    from cuda.bindings import driver
-    return driver
 
 
 def _check(res: int, what: str, lib: Optional[ctypes.CDLL] = None) -> None:
@@ -397,8 +388,7 @@ def launch(fn: Function, grid, block, smem_bytes: int, args: Sequence, stream_ha
 
 class LaunchPlan:
     """A launch with everything but the stream fixed: config struct, attributes and the kernel
-    parameter array are built once, so a warm call is one call through cuda-python's binding
-    (0.25-0.9 us faster than the same cuLaunchKernelEx through ctypes, bench/launch_variants.py).
+    parameter array are built once, so a warm call is one ctypes call.
 
     The fast path does not ask which context is current (that query cost 0.5-1.7 us of a ~4 us
     launch on the H200 host, bench/launch_variants.py): it launches, and only when the driver
@@ -417,33 +407,28 @@ class LaunchPlan:
         grid, block = _dim3(grid, "grid"), _dim3(block, "block")
         if smem_bytes > fn.max_dynamic_smem:
             set_max_dynamic_smem(fn, smem_bytes)
-        cu = _bindings()
         self.fn = fn
         self.args = list(args)                         # keep the ctypes objects / tensor maps alive
-        self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
         # the cluster shape travels in the cubin; the one attribute is PDL, counted only when asked for
-        self.cfg = cu.CUlaunchConfig()
-        self.cfg.gridDimX, self.cfg.gridDimY, self.cfg.gridDimZ = grid
-        self.cfg.blockDimX, self.cfg.blockDimY, self.cfg.blockDimZ = block
-        self.cfg.sharedMemBytes = smem_bytes
-        pdl_attr = cu.CUlaunchAttribute()
-        pdl_attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        pdl_attr.value.programmaticStreamSerializationAllowed = 1
-        self.cfg.attrs, self.cfg.numAttrs = [pdl_attr], 0
+        self.attrs = (CUlaunchAttribute * 1)()
+        self.attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+        self.attrs[0].value.programmaticStreamSerializationAllowed = 1
+        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, self.attrs, 0)
         self.pdl_capable, self._pdl = pdl_capable, False
+        self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
         self.ctx = _make_current(fn.device_index)
-        self._launch, self._stream_type = cu.cuLaunchKernelEx, cu.CUstream
-        self._fn_ref, self._params_address = cu.CUfunction(fn.handle), ctypes.addressof(self.params)
+        self._launch = _cuda().cuLaunchKernelEx
+        self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
         self._stream = None
 
     def __call__(self, stream_handle: int, pdl: bool = False) -> None:
-        if stream_handle != self._stream:     # a stream object and a field store cost more than the compare
-            self.cfg.hStream, self._stream = self._stream_type(stream_handle), stream_handle
+        if stream_handle != self._stream:     # a ctypes field store costs more than the compare
+            self.cfg.hStream = self._stream = stream_handle
         if pdl is not self._pdl:
             self._set_pdl(pdl)
-        res, = self._launch(self.cfg, self._fn_ref, self._params_address, 0)
+        res = self._launch(self._cfg_ref, self._fn_ref, self.params, None)
         if res:
-            self._launch_in_own_context(int(res))
+            self._launch_in_own_context(res)
 
     def _set_pdl(self, pdl: bool) -> None:
         if pdl and not self.pdl_capable:
@@ -458,8 +443,7 @@ class LaunchPlan:
             _check(res, f"cuLaunchKernelEx({self.fn.name})")
         _check(lib.cuCtxSetCurrent(VP(self.ctx)), "cuCtxSetCurrent")
         try:
-            _check(int(self._launch(self.cfg, self._fn_ref, self._params_address, 0)[0]),
-                   f"cuLaunchKernelEx({self.fn.name})")
+            _check(self._launch(self._cfg_ref, self._fn_ref, self.params, None), f"cuLaunchKernelEx({self.fn.name})")
         finally:
             if cur.value:     # a thread that had no context keeps the primary one, as the runtime API does
                 lib.cuCtxSetCurrent(cur)

@@ -90,34 +90,10 @@ class FakeLib:
         return 0
 
 
-class FakeBindings:
-    """cuda.bindings.driver as LaunchPlan uses it: the real (driver-free) config objects, and a
-    cuLaunchKernelEx that records into the fake driver's call list as FakeLib's does."""
-
-    def __init__(self, lib: FakeLib):
-        from cuda.bindings import driver as cu
-        self.lib = lib
-        self.CUlaunchConfig, self.CUlaunchAttribute = cu.CUlaunchConfig, cu.CUlaunchAttribute
-        self.CUstream, self.CUfunction = cu.CUstream, cu.CUfunction
-
-    def cuLaunchKernelEx(self, cfg, fn, params_address, extra):
-        attrs = [(int(a.id), (a.value.clusterDim.x, a.value.clusterDim.y, a.value.clusterDim.z),
-                  a.value.programmaticStreamSerializationAllowed) for a in cfg.attrs[:cfg.numAttrs]]
-        self.lib.calls.append(("launch", dict(
-            grid=(cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
-            block=(cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ), smem=cfg.sharedMemBytes,
-            stream=int(cfg.hStream), attrs=attrs, fn=int(fn), params_address=params_address, extra=extra)))
-        if self.lib.refuse_launches:
-            self.lib.refuse_launches -= 1
-            return (400,)
-        return (0,)
-
-
 @pytest.fixture
 def fake(monkeypatch):
     lib = FakeLib()
     monkeypatch.setattr(drv, "_lib", lib)
-    monkeypatch.setattr(drv, "_bindings", lambda: FakeBindings(lib))
     monkeypatch.setattr(drv, "_contexts", {0: 0x1234})
     return lib
 
@@ -217,17 +193,15 @@ def test_launch_plan_fast_path_asks_no_context(fake):
 
 
 def test_launch_plan_passes_its_geometry_function_and_parameter_array(fake):
-    """The prebuilt launch (through cuda-python's binding) carries what the plan was built with:
-    grid, block, shared memory, the function handle and the address of the parameter array, whose
-    slots point at the arguments."""
+    """The prebuilt launch carries what the plan was built with: grid, block, shared memory, the
+    function handle and a parameter array whose slots point at the arguments."""
     arg = ctypes.c_uint64(0xDEAD0000)
     plan = drv.LaunchPlan(drv.Function(0xBEEF, "k", drv.Module(0xAAAA, 0, "d")), (132, 2), (384,), 1000, [arg])
     fake.calls.clear()
     plan(0x5000)
     (kind, l), = fake.calls
     assert (l["grid"], l["block"], l["smem"], l["fn"]) == ((132, 2, 1), (384, 1, 1), 1000, 0xBEEF)
-    assert l["params_address"] == ctypes.addressof(plan.params) and l["extra"] == 0
-    assert (ctypes.c_void_p * 1).from_address(l["params_address"])[0] == ctypes.addressof(arg)
+    assert l["params"] == [ctypes.addressof(arg)]
 
 
 def test_launch_plan_refused_in_another_context_retries_in_its_own(fake):
