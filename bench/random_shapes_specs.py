@@ -237,6 +237,13 @@ Spec 278: candidates at spec 277's four shapes nearest to or behind cuBLAS (the 
 at step 111, not step 108's REFIT), with two cluster forms the walk order replaced.
 
     python bench/random_shapes_specs.py --laggards-277 > bench/specs/tune278.txt
+
+Spec 279: the regime of spec 277's weakest shapes, M past 8192 at narrow N: 8 random shapes (M a
+multiple of 4 log-uniform in 8192..65536, N a multiple of 64 in 256..1024, K a multiple of 512 in
+2048..16384), the API, the model's 8 best candidates, the clusters of 128x128, 256x128 and 192x128
+(which the tile order replaces by single CTAs walking N first), cuBLAS; forward then reversed.
+
+    python bench/random_shapes_specs.py --large-m-narrow-n > bench/specs/tune279.txt
 """
 import argparse
 import contextlib
@@ -1058,6 +1065,16 @@ def beyond_draws_lines(seed=277, large_m=20, odd_n=20, odd_k=12):
     return out
 
 
+def large_m_narrow_n_shapes(seed=279, count=8):
+    rng = random.Random(seed)
+    out = []
+    while len(out) < count:
+        m, n, k = log_uniform(rng, 8192, 65536, 4), 64 * rng.randint(4, 16), 512 * rng.randint(4, 32)
+        if 2 * m * n * k <= 6e12:
+            out.append((m, n, k))
+    return out
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1098,6 +1115,9 @@ NAMED = {
     "--one-round-multicast-7168": (lambda: one_round_multicast_lines(250, 12, k_blocks=(14, 15)), 2),
     "--issue-rows-draw": (lambda: api_and_cublas(table_rows_shapes(246, only=ISSUE_NK)), 2),
     "--beyond-draws": (beyond_draws_lines, 2),
+    "--large-m-narrow-n": (lambda: candidates_lines(large_m_narrow_n_shapes(), extra=(
+        "bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B", "bm=256,bn=128,s=3,cl=2A", "bm=256,bn=128,s=3,cl=2B",
+        "bm=192,bn=128,s=4,cl=2B")), 2),
     "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1110,9 +1130,9 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
-                    "--partial-round-held-out", "--laggards-277")
+                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
-SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277")
+SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
