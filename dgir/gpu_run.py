@@ -13,9 +13,11 @@ def calc_diff(x, y) -> float:
     return float(1 - 2 * (x * y).sum() / denom) if denom > 0 else 0.0
 
 
-def fp8_inputs(m: int, n: int, k: int, device, seed: int = 0, spread: float = 2.0):
+def fp8_inputs(m: int, n: int, k: int, device, seed: int = 0, spread: float = 2.0, reference: bool = True):
     """Fresh per-token / per-128x128-block quantised operands, their scales and the float64 reference
-    of the dequantised product (the unquantised-precision reference DeepGEMM's tests use)."""
+    of the dequantised product (the unquantised-precision reference DeepGEMM's tests use; None with
+    reference=False, for outputs too large to hold in float64 at once: `dequantised` gives the
+    operands to build it in pieces)."""
     import torch
     from .ops.fp8_gemm import ceil_div
     g = torch.Generator(device=device).manual_seed(seed)
@@ -34,10 +36,21 @@ def fp8_inputs(m: int, n: int, k: int, device, seed: int = 0, spread: float = 2.
     bq = (bv / sfb[:, None, :, None]).to(torch.float8_e4m3fn)
     A = aq.view(m, -1)[:, :k].contiguous()
     B = bq.view(nb * 128, -1)[:n, :k].contiguous()
+    if not reference:
+        return A, sfa.contiguous(), B, sfb.contiguous(), None
     a_deq = (aq.float() * sfa.unsqueeze(-1)).view(m, -1)[:, :k]
     b_deq = (bq.float() * sfb[:, None, :, None]).view(nb * 128, -1)[:n, :k]
     ref = a_deq.double() @ b_deq.double().T
     return A, sfa.contiguous(), B, sfb.contiguous(), ref
+
+
+def dequantised(X, sf, rows_per_scale: int):
+    """X (FP8, [R, K]) times its block scales sf ([ceil(R / rows_per_scale), ceil(K / 128)]) in float32:
+    rows_per_scale 1 for A's per-token scales, 128 for B's 128x128 blocks."""
+    import torch
+    r, k = X.shape
+    s = sf.repeat_interleave(rows_per_scale, 0)[:r].repeat_interleave(128, 1)[:, :k]
+    return X.float() * s.to(torch.float32)
 
 
 def kernel_tensors(A, sfa, B, sfb, d) -> dict:

@@ -12,7 +12,10 @@ SHAPES = [(m, n, k) for m in (1, 64, 128, 4096) for n, k in NK] + \
          [(m, n, k) for m in (17, 4097, 8191) for n, k in NK] + \
          [(130, 1000, 272), (3, 136, 16), (257, 8, 4096)] + \
          [(18192, 1280, 512), (1064, 3920, 2048), (8, 27032, 4608), (160, 3864, 12960), (12, 408, 11088),
-          (5784, 1072, 15888)]   # N tails, K tails, tiny N; then spec 277's: M past 8192, N % 64, N % 16, K % 128
+          (5784, 1072, 15888)] + \
+         [(64, 1024, 65536), (8, 32768, 65552)]
+# N tails, K tails, tiny N; spec 277's shapes: M past 8192, N % 64, N % 16, K % 128; 512 K blocks; B of
+# more than 2^31 elements (with a K tail)
 
 
 def _run(m, n, k, device="cuda:0", seed=None):
@@ -32,6 +35,30 @@ def test_fp8_gemm_nt_matches_reference(m, n, k):
     d, ref, _ = _run(m, n, k)
     assert torch.isfinite(d).all(), "some elements were never written (NaN poison survived)"
     diff = calc_diff(d.double(), ref)
+    assert diff < 1e-3, diff
+
+
+def test_output_of_more_than_2_31_elements():
+    """D past 2^31 elements and M past 65535 (an int32 flat index or a 16-bit row count would wrap):
+    every element written (NaN poison), calc_diff against the float64 reference built 4096 rows at a
+    time (the whole reference would take 17 GB)."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import dequantised, fp8_inputs
+    m, n, k = 66000, 33000, 256
+    assert m * n > 2**31
+    A, sfa, B, sfb, _ = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item(), reference=False)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize()
+    b = dequantised(B, sfb, 128).double()
+    xy = xx_yy = 0.0
+    for r in range(0, m, 4096):
+        ref = dequantised(A[r:r + 4096], sfa[r:r + 4096], 1).double() @ b.T
+        out = d[r:r + 4096].double()
+        assert torch.isfinite(out).all(), f"rows {r}..: some elements were never written"
+        xy += float((out * ref).sum())
+        xx_yy += float((out * out + ref * ref).sum())
+    diff = 1 - 2 * xy / xx_yy
     assert diff < 1e-3, diff
 
 

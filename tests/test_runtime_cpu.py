@@ -493,3 +493,14 @@ def test_launch_plan_refuses_pdl_for_a_kernel_that_does_not_wait(fake):
     assert fake.calls == []                                # nothing launched
     plan(0x5000)                                           # without PDL it still launches
     assert [c[0] for c in fake.calls] == ["launch"]
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 136, 272), (130, 1000, 16), (3, 8, 4096)])
+def test_dequantised_operands_rebuild_the_reference(m, n, k):
+    """gpu_run.dequantised (the piecewise reference of outputs too large for one float64 tensor)
+    gives exactly fp8_inputs' reference, K and N tails included; reference=False skips building it."""
+    import torch
+    from dgir.gpu_run import dequantised, fp8_inputs
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cpu"), 3)
+    assert torch.equal(dequantised(A, sfa, 1).double() @ dequantised(B, sfb, 128).double().T, ref)
+    assert fp8_inputs(m, n, k, torch.device("cpu"), 3, reference=False)[4] is None
