@@ -244,6 +244,12 @@ multiple of 4 log-uniform in 8192..65536, N a multiple of 64 in 256..1024, K a m
 (which the tile order replaces by single CTAs walking N first), cuBLAS; forward then reversed.
 
     python bench/random_shapes_specs.py --large-m-narrow-n > bench/specs/tune279.txt
+
+Spec 280 (--vocab): the widest N users run, a language model's output projection: N = 129280
+(DeepSeek-V3's vocabulary) at K = 7168 and N = 151936 (Qwen2's) at K = 4096, M from 1 to 4096; the
+API and cuBLAS, forward then reversed.
+
+    python bench/random_shapes_specs.py --vocab > bench/specs/tune280.txt
 """
 import argparse
 import contextlib
@@ -1118,6 +1124,8 @@ NAMED = {
     "--large-m-narrow-n": (lambda: candidates_lines(large_m_narrow_n_shapes(), extra=(
         "bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B", "bm=256,bn=128,s=3,cl=2A", "bm=256,bn=128,s=3,cl=2B",
         "bm=192,bn=128,s=4,cl=2B")), 2),
+    "--vocab": (lambda: api_and_cublas([(m, n, k) for n, k in ((129280, 7168), (151936, 4096))
+                                        for m in (1, 16, 64, 128, 256, 512, 1024, 4096)]), 2),
     "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1132,7 +1140,7 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
-SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n")
+SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
