@@ -250,6 +250,11 @@ Spec 280 (--vocab): the widest N users run, a language model's output projection
 API and cuBLAS, forward then reversed.
 
     python bench/random_shapes_specs.py --vocab > bench/specs/tune280.txt
+
+Spec 281: candidates where spec 280's API pick was behind or near cuBLAS (M = 128 and 256 at both
+vocabularies): the model's 8 best, wider tiles and their clusters, cuBLAS; forward then reversed.
+
+    python bench/random_shapes_specs.py --vocab-candidates > bench/specs/tune281.txt
 """
 import argparse
 import contextlib
@@ -1126,6 +1131,11 @@ NAMED = {
         "bm=192,bn=128,s=4,cl=2B")), 2),
     "--vocab": (lambda: api_and_cublas([(m, n, k) for n, k in ((129280, 7168), (151936, 4096))
                                         for m in (1, 16, 64, 128, 256, 512, 1024, 4096)]), 2),
+    "--vocab-candidates": (lambda: candidates_lines([(m, n, k) for n, k in ((129280, 7168), (151936, 4096))
+                                                     for m in (128, 256)], extra=(
+        "bm=128,bn=128,s=5", "bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B", "bm=128,bn=192,s=4",
+        "bm=128,bn=192,s=4,cl=2A", "bm=128,bn=160,s=5", "bm=128,bn=160,s=5,cl=2A", "bm=64,bn=192,s=6",
+        "bm=64,bn=256,s=4")), 2),
     "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1140,7 +1150,7 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
-SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab")
+SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model
