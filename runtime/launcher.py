@@ -78,12 +78,23 @@ class LoadedKernel:
 
     def plan(self, tensors: dict, m: int) -> "driver.LaunchPlan":
         """A prebuilt launch for these exact tensors (addresses, shapes and strides are baked into
-        the tensor maps): the warm path of the DeepGEMM-style API."""
+        the tensor maps): the warm path of the DeepGEMM-style API.
+
+        The plan owns its workspace (split-K partials, tile counters: created here unless `tensors`
+        brings them) and nothing else: the API caches plans by the tensors' addresses and layouts,
+        so a plan that kept the caller's tensors would keep their memory from ever being freed while
+        it is cached.  A later tensor at the same address with the same shape, strides and dtype is
+        served by the same tensor maps."""
         grid = kernel_grid(self.grid_attrs, m)
-        args = self.arguments(tensors, m)
+        owned = {} if all(name in tensors for name in self.workspace_names) else self.workspace(m, tensors["A"].device)
+        args = self.arguments({**owned, **tensors}, m)
         plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args, self.pdl_capable)
-        plan.tensors = self._keep             # workspace lives as long as the plan
+        plan.workspace = owned                # the launch must not outlive its workspace
         return plan
+
+    @property
+    def workspace_names(self) -> list:
+        return [name for name, p in self.decls.items() if p.get("workspace")]
 
     def workspace(self, m: int, device) -> dict:
         """Fresh scratch tensors for params marked `workspace` (split-K partials and tile counters).
@@ -99,9 +110,7 @@ class LoadedKernel:
         return out
 
     def arguments(self, tensors: dict, m: int) -> list:
-        if any(p.get("workspace") and name not in tensors for name, p in self.decls.items()):
-            tensors = {**self.workspace(m, tensors["A"].device), **tensors}
-        self._keep = tensors                  # the launch must not outlive its workspace
+        """The kernel's arguments in PTX parameter order, from `tensors` (workspace included)."""
         missing = [name for _, kind, name in self.params if kind not in ("dim", "derived") and name not in tensors]
         if missing:
             raise ValueError(f"{self.result.name}: no tensor for param(s) {', '.join(missing)}")

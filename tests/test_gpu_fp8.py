@@ -62,6 +62,29 @@ def test_output_of_more_than_2_31_elements():
     assert diff < 1e-3, diff
 
 
+@pytest.mark.parametrize("m,n,k", [(256, 1024, 1024), (64, 1024, 65536)])   # the second: split-K, a global workspace
+def test_calls_with_fresh_tensors_do_not_keep_their_memory(m, n, k):
+    """Every call with new tensors builds a launch plan and caches it by their addresses; the cache
+    must not keep the caller's tensors (and their memory) alive.  Twenty calls on fresh operands
+    and outputs may leave the plans' own buffers (staged scales, workspace), not twenty calls'
+    operands."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs
+
+    def call(seed):
+        A, sfa, B, sfb, _ = fp8_inputs(m, n, k, torch.device("cuda"), seed, reference=False)
+        d = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+        return A.nbytes + B.nbytes + d.nbytes
+
+    call(0)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    one_call = max(call(seed) for seed in range(1, 21))
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before < one_call
+
+
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (64, 2112, 7168), (128, 4096, 7168)])
 def test_deterministic_bitwise(m, n, k):
     """Same inputs, same bits, run after run: split-K configs (the last two) included."""

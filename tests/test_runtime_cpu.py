@@ -63,6 +63,16 @@ class FakeLib:
         out._obj.value = self.current_ctx
         return 0
 
+    def cuModuleLoadData(self, out, image):
+        self.calls.append(("load",))
+        out._obj.value = 0xAAAA
+        return 0
+
+    def cuModuleGetFunction(self, out, module, name):
+        self.calls.append(("function", name))
+        out._obj.value = 0xBEEF
+        return 0
+
     def cuFuncSetAttribute(self, fn, attr, value):
         self.calls.append(("attr", fn.value, attr, value.value))
         return 0
@@ -504,3 +514,33 @@ def test_dequantised_operands_rebuild_the_reference(m, n, k):
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cpu"), 3)
     assert torch.equal(dequantised(A, sfa, 1).double() @ dequantised(B, sfb, 128).double().T, ref)
     assert fp8_inputs(m, n, k, torch.device("cpu"), 3, reference=False)[4] is None
+
+
+def test_a_plan_owns_its_workspace_and_not_the_callers_tensors(fake, monkeypatch, tmp_path):
+    """The API caches launch plans by the tensors' addresses and layouts; a plan that held the
+    caller's tensors would keep their memory alive for as long as it stays cached (thousands of
+    calls).  A plan keeps only its own workspace (a global split-K's partials and tile counters),
+    and its parameters point at that workspace."""
+    import gc
+    import weakref
+
+    import torch
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.runtime.launcher import LoadedKernel
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    m, n, k = 64, 256, 1024
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=64, stages=4, split_k=2)
+    kern = LoadedKernel(deep_gemm._compile_cached("fp8_gemm_nt", cfg, m, n, k, None), 0)
+    assert kern.workspace_names, "the config must have a global workspace for this test to mean anything"
+    A, sfa, B, sfb, _ = fp8_inputs(m, n, k, torch.device("cpu"), 0, reference=False)
+    tensors = kernel_tensors(A, sfa, B, sfb, torch.empty(m, n, dtype=torch.bfloat16))
+    callers = [weakref.ref(t) for t in tensors.values()]
+    plan = kern.plan(tensors, m)
+    del tensors, A, sfa, B, sfb
+    gc.collect()
+    assert all(r() is None for r in callers), "the plan keeps a caller's tensor alive"
+    assert set(plan.workspace) == set(kern.workspace_names)
+    pointers = {a.value for a in plan.args if isinstance(a, ctypes.c_uint64)}
+    assert {t.data_ptr() for t in plan.workspace.values()} <= pointers
