@@ -81,3 +81,27 @@ def test_ascend_emulator_cache_is_read_here(clean, tmp_path):
     clean.setenv("DGIR_ASCEND_EMU_CACHE", str(tmp_path / "emu"))
     assert env().ascend_emu_cache == tmp_path / "emu"
     assert ascend_run.cache_dir() == tmp_path / "emu" and (tmp_path / "emu").is_dir()
+
+
+def test_the_memoised_snapshot_follows_every_change_of_the_environment(monkeypatch, tmp_path):
+    """env() parses once per distinct set of raw values (it is on the API's plan-building path), and
+    still sees every change made through os.environ: a variable set, changed, unset, and HOME, on
+    which the default cache directory and any "~" depend."""
+    from dgir.env import env
+    monkeypatch.delenv("DG_PRINT_CONFIGS", raising=False)
+    monkeypatch.delenv("DG_JIT_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "a"))
+    first = env()
+    assert env() is first                                     # memoised: the same snapshot
+    assert not first.print_configs and first.cache_dir == tmp_path / "a" / ".dgir" / "cache"
+    monkeypatch.setenv("DG_PRINT_CONFIGS", "yes")
+    assert env().print_configs
+    monkeypatch.setenv("DG_PRINT_CONFIGS", "off")
+    assert not env().print_configs
+    monkeypatch.setenv("HOME", str(tmp_path / "b"))
+    assert env().cache_dir == tmp_path / "b" / ".dgir" / "cache"
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", "~/kernels")
+    assert env().cache_dir == tmp_path / "b" / "kernels"
+    monkeypatch.setenv("DG_JIT_DEBUG", "maybe")
+    with pytest.raises(ValueError, match="DG_JIT_DEBUG"):
+        env()
