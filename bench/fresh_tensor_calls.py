@@ -14,24 +14,16 @@ cached plan kept its d alive and the allocator could never hand an address back.
 """
 import json
 import statistics
-import time
 
 import torch
+from warm_call import single_call_us
 
 from dgir import deep_gemm
 from dgir.gpu_run import fp8_inputs
 
 
 def per_call_us(step, device, calls: int) -> float:
-    step()
-    out = []
-    for _ in range(calls):
-        torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        step()
-        out.append(time.perf_counter() - t0)
-    torch.cuda.synchronize(device)
-    return statistics.median(out) * 1e6
+    return statistics.median(single_call_us(step, device, calls)) * 1e6
 
 
 def main(calls: int = 500):
