@@ -1,16 +1,19 @@
-"""Host cost of fp8_gemm_nt calls on fresh output tensors, as a training or serving loop allocates a
-new `d` every step (M=128 N=2112 K=7168; median of single calls, the GPU queue drained before each,
-as bench/warm_call.py times them).
+"""Host cost of fp8_gemm_nt calls by how much of the call is new (M=128 N=2112 K=7168; median of
+single calls, the GPU queue drained before each, as bench/warm_call.py times them).
 
     python bench/fresh_tensor_calls.py       # prints JSON
 
+`same_d_us`: the same tensors every call: one plan look-up and the launch (bench/warm_call.py's figure).
 `fresh_d_us`: d = torch.empty(...) before every call and dropped after it.  The caching allocator
-hands the same block back, so the call finds its launch plan cached (since step 111, when a plan
-stopped keeping the caller's tensors alive).
-`new_address_us`: every call's d kept alive, so each call has a new address and takes the cold path
-(validation, tensor maps, a new plan): what every fresh-tensor call cost before step 111, when each
-cached plan kept its d alive and the allocator could never hand an address back.
-`same_d_us`: the same d every call (bench/warm_call.py's figure).
+hands the same block back, so the call finds its launch plan cached (since step 111).
+`new_address_us`: every call's d kept alive, so each d has a new address in a layout seen before:
+a new plan from the validated layout with D's tensor map re-pointed (since step 112); includes the
+torch.empty of the new d.
+`all_new_addresses_us`: A, SFA, B, SFB and d all at new addresses (copies made beforehand), the same
+layout: four maps re-pointed.
+`new_layout_us`: the layout cache emptied before each call (new addresses too): every check, the
+kernel look-up, maps encoded: what `new_address_us` cost before step 112.
+Each `*_plans_cached` says how many plans the cache held after that series.
 """
 import json
 import statistics
@@ -26,7 +29,7 @@ def per_call_us(step, device, calls: int) -> float:
     return statistics.median(single_call_us(step, device, calls)) * 1e6
 
 
-def main(calls: int = 500):
+def main(calls: int = 500, copies: int = 200):
     dev = torch.device("cuda", 0)
     m, n, k = 128, 2112, 7168
     A, sfa, B, sfb, _ = fp8_inputs(m, n, k, dev, 0, reference=False)
@@ -41,12 +44,28 @@ def main(calls: int = 500):
         kept.append(torch.empty(m, n, dtype=torch.bfloat16, device=dev))
         deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), kept[-1])
 
+    # copies + 1: single_call_us makes one untimed call first
+    sets = [(A.clone(), deep_gemm.get_mn_major_tma_aligned_tensor(sfa.clone()), B.clone(), sfb.clone(),
+             torch.empty_like(d)) for _ in range(copies + 1)]
+    pending = iter(sets)
+
+    def all_new():
+        a, s, b, t, e = next(pending)
+        deep_gemm.fp8_gemm_nt((a, s), (b, t), e)
+
+    def new_layout():
+        deep_gemm._layouts.clear()
+        new_address()
+
     out = {"same_d_us": per_call_us(lambda: deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d), dev, calls),
            "fresh_d_us": per_call_us(fresh, dev, calls)}
     before = torch.cuda.memory_allocated(dev)
     out["new_address_us"] = per_call_us(new_address, dev, calls)
-    out["plans_cached"] = len(deep_gemm._plans)
+    out["new_address_plans_cached"] = len(deep_gemm._plans)
     out["memory_of_kept_outputs_mb"] = (torch.cuda.memory_allocated(dev) - before) / 2**20
+    out["all_new_addresses_us"] = per_call_us(all_new, dev, copies)
+    out["new_layout_us"] = per_call_us(new_layout, dev, calls)
+    out["new_layout_plans_cached"] = len(deep_gemm._plans)
     print(json.dumps(out, indent=1))
 
 

@@ -50,7 +50,7 @@ def shape_variants(dev, m, n, k) -> dict:
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     torch.cuda.synchronize(dev)
     key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
-    plan = deep_gemm._plans[key][0]
+    plan = deep_gemm._plans[key].launch
     stream = deep_gemm._raw_stream(0)
     lib = driver._cuda()
     sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
@@ -125,7 +125,7 @@ def shape_variants(dev, m, n, k) -> dict:
     out["variants"]["torch_fill"] = {"launch_us": []}
     variants["torch_fill"] = lambda: d.fill_(1.0)
     entry = deep_gemm._plans[key]
-    bindings_entry = (bindings_plan, *entry[1:])
+    bindings_entry = entry._replace(launch=bindings_plan)
 
     def whole_call(with_entry):
         deep_gemm._plans[key] = with_entry

@@ -35,7 +35,7 @@ def main():
     torch.cuda.synchronize(dev)
     key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
     plan = deep_gemm._plans[key]
-    launch, _, _, index = plan
+    launch, index = plan.launch, plan.index
     stream = deep_gemm._raw_stream(index)
     sync = lambda: torch.cuda.synchronize(dev)  # noqa: E731
     cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import NamedTuple
 
 import torch
 
 from . import compiler
 from .env import env
 from .ops.fp8_gemm import ceil_div, check as check_dims
+from .runtime.driver import stream_capturing
 
 _pdl = False               # set_pdl: launch with programmatic dependent launch
 _kernels: dict = {}
-_plans: dict = {}          # validated argument signature -> (LaunchPlan, SFA staging, device index)
+_plans: dict = {}          # validated argument signature -> _Plan
+_layouts: dict = {}        # the same without the addresses -> _Layout (what the validation decided)
 _lock = threading.Lock()
 
 
@@ -89,11 +92,16 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     except Exception:       # malformed arguments (or unhashable recipe): the checks below say why
         key = plan = None
     if plan is None:
-        plan = _validate_and_plan(a, b, d, c, recipe, compiled_dims, key)
+        plan = _plan_cold(a, b, d, c, recipe, compiled_dims, key)
         if plan is None:    # an empty product
             return
-    launch, transpose, sfb_staging, index = plan
+    launch, transpose, sfb_staging, index, buffers = plan
     stream = _raw_stream(index)
+    if buffers and stream_capturing(stream):
+        # a CUDA graph keeps the buffers' addresses for every replay; the cached plan's buffers would
+        # be freed when the plan is evicted while the graph lives on.  A plan made now allocates them
+        # from the graph's own memory pool, as torch's temporaries are.
+        launch, transpose, sfb_staging, index, _ = _plan_cold(a, b, d, c, recipe, compiled_dims, None)
     if transpose is not None:
         transpose(stream)
     if sfb_staging is not None:
@@ -116,9 +124,87 @@ def get_pdl() -> bool:
     return _pdl
 
 
-def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):
-    """The cold path: every check (each failure names the argument), the kernel, the launch plan
-    (stored under `key`); None when there is nothing to compute."""
+def _plan_cold(a, b, d, c, recipe, compiled_dims, key):
+    """A call whose tensors sit at addresses no plan was made for.  Tensors laid out as an earlier
+    call's (devices, dtypes, shapes, strides, alignment) at other addresses, the usual case when a
+    model allocates its activations anew, skip the validation and kernel look-up: their layout's
+    decisions are reused and only the addresses are new (re-pointed tensor maps, fresh staging)."""
+    layout = lkey = None
+    if key is not None:
+        A, sfa = a
+        B, sfb = b
+        lkey = _layout_key(A, sfa, B, sfb, d, recipe, compiled_dims)
+        layout = _layouts.get(lkey)
+    if layout is None:
+        layout = _validate(a, b, d, c, recipe, compiled_dims)
+        if layout is None:
+            return None
+        if lkey is not None:
+            if len(_layouts) > 1024:
+                _layouts.clear()
+            _layouts[lkey] = layout
+    plan = layout.plan(a[0], a[1], b[0], b[1], d)
+    if key is not None and not (plan.buffers and stream_capturing(_raw_stream(plan.index))):
+        if len(_plans) > 4096:
+            _plans.clear()
+        _plans[key] = plan
+    return plan
+
+
+def _layout_key(A, sfa, B, sfb, d, recipe, compiled_dims):
+    """What the validation looked at besides the addresses: devices, dtypes, shapes, strides, and of
+    the addresses only what it checked (TMA's 16-byte alignment of A, B and D, which every validated
+    layout has, so a misaligned tensor never matches; whether SFA can be read in place)."""
+    return (A.device, sfa.device, B.device, sfb.device, d.device,
+            A.dtype, A.shape, A.stride(), sfa.dtype, sfa.shape, sfa.stride(), B.dtype, B.shape, B.stride(),
+            sfb.dtype, sfb.shape, sfb.stride(), d.dtype, d.shape, d.stride(),
+            (A.data_ptr() | B.data_ptr() | d.data_ptr()) % 16, sfa.data_ptr() % 16, recipe, compiled_dims)
+
+
+class _Layout:
+    """The decisions of one validated argument layout: the kernel, and whether each scale tensor is
+    read in place or through a staging buffer the plan owns (refreshed every call)."""
+
+    def __init__(self, kernel, m: int, sfa_in_place: bool, sfb_in_place: bool, device):
+        self.kernel, self.m, self.device = kernel, m, device
+        self.sfa_in_place, self.sfb_in_place = sfa_in_place, sfb_in_place
+
+    def plan(self, A, sfa, B, sfb, d):
+        """The launch plan for these tensors (laid out as validated) and its staging."""
+        M, kb, device = self.m, sfa.shape[1], self.device
+        # SFA in the kernel's layout: [ceil(K/128), M] rows of stride align(M, 4) (MN-major, TMA-aligned);
+        # the tensor map covers exactly M columns, so nothing past the caller's tensor is read.
+        sfa_staging = sfb_staging = transpose = None
+        if self.sfa_in_place:
+            sfa_storage = torch.as_strided(sfa, (kb, M), (sfa.stride(1), 1))
+        else:   # an LLVM-built SIMT kernel copies SFA into the plan's buffer (runtime/utility_kernels.py)
+            from .runtime.utility_kernels import sfa_to_mn_major_plan
+            sfa_storage = sfa_staging = torch.empty((kb, ceil_div(M, 4) * 4), dtype=torch.float32, device=device)[:, :M]
+            transpose = sfa_to_mn_major_plan(sfa, sfa_staging)
+        if self.sfb_in_place:
+            sfb_storage = sfb
+        else:   # e.g. contiguous-transposed, which DeepGEMM also accepts
+            sfb_storage = sfb_staging = torch.empty(sfb.shape, dtype=torch.float32, device=device)
+        launch = self.kernel.plan({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}, M)
+        buffers = tuple(t for t in (sfa_staging, sfb_staging, *launch.workspace.values()) if t is not None)
+        return _Plan(launch, transpose, sfb_staging, device.index, buffers)
+
+
+class _Plan(NamedTuple):
+    """A validated call's launch: the GEMM's LaunchPlan, the SFA transpose into the plan's staging
+    (None: SFA read in place), the SFB staging buffer (None: read in place), the device, and the
+    device buffers the launches write or read that the plan owns and keeps alive (SFA and SFB
+    staging, split-K workspace; the launch plans hold only their addresses)."""
+    launch: object
+    transpose: object
+    sfb_staging: object
+    index: int
+    buffers: tuple
+
+
+def _validate(a, b, d, c, recipe, compiled_dims):
+    """Every check of a new argument layout (each failure names the argument), then the kernel:
+    the layout's decisions, or None when there is nothing to compute."""
     if not (isinstance(a, (tuple, list)) and len(a) == 2):
         _fail("a", "a pair (A, SFA)", type(a).__name__)
     if not (isinstance(b, (tuple, list)) and len(b) == 2):
@@ -161,31 +247,8 @@ def _validate_and_plan(a, b, d, c, recipe, compiled_dims, key):
     if (major, minor) != (9, 0):
         raise RuntimeError(f"fp8_gemm_nt: dgir's kernels are built for sm_90a (H100/H200); {device} is sm_{major}{minor}")
     kernel = get_kernel("fp8_gemm_nt", M, N, K, device)
-    # SFA in the kernel's layout: [ceil(K/128), M] rows of stride align(M, 4) (MN-major, TMA-aligned);
-    # the tensor map covers exactly M columns, so nothing past the caller's tensor is read.  When the
-    # caller's scales are laid out otherwise, the plan owns a staging buffer refreshed every call.
-    m4 = ceil_div(M, 4) * 4
-    sfa_staging = sfb_staging = None
-    if sfa.stride(0) == 1 and sfa.stride(1) == m4 and sfa.data_ptr() % 16 == 0:   # TMA-ready in place
-        sfa_storage = torch.as_strided(sfa, (kb, M), (m4, 1))
-    else:
-        sfa_staging = torch.empty((kb, m4), dtype=torch.float32, device=device)[:, :M]
-        sfa_storage = sfa_staging
-    if sfb.is_contiguous():
-        sfb_storage = sfb
-    else:   # e.g. contiguous-transposed, which DeepGEMM also accepts
-        sfb_storage = sfb_staging = torch.empty(sfb.shape, dtype=torch.float32, device=device)
-    transpose = None
-    if sfa_staging is not None:   # an LLVM-built SIMT kernel (runtime/utility_kernels.py)
-        from .runtime.utility_kernels import sfa_to_mn_major_plan
-        transpose = sfa_to_mn_major_plan(sfa, sfa_staging)
-    plan = (kernel.plan({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}, M),
-            transpose, sfb_staging, device.index)
-    if key is not None:
-        if len(_plans) > 4096:
-            _plans.clear()
-        _plans[key] = plan
-    return plan
+    sfa_in_place = sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0
+    return _Layout(kernel, M, sfa_in_place, sfb.is_contiguous(), device)
 
 
 def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point

@@ -16,8 +16,8 @@ from typing import Optional, Sequence
 
 __all__ = [
     "CudaError", "TensorMap", "Module", "Function", "CUlaunchConfig", "CUlaunchAttribute",
-    "current_device_context", "current_stream_handle", "load_module", "set_max_dynamic_smem",
-    "encode_tensor_map", "validate_tensor_map_args", "launch",
+    "current_device_context", "current_stream_handle", "stream_capturing", "load_module", "set_max_dynamic_smem",
+    "encode_tensor_map", "retarget_tensor_map", "validate_tensor_map_args", "launch",
     "DTYPE_SIZE", "SWIZZLE_SPAN",
 ]
 
@@ -147,6 +147,21 @@ def current_stream_handle(torch_device=None) -> int:
     """torch's current stream on the device as a raw CUstream (honours graph capture)."""
     import torch
     return torch.cuda.current_stream(torch_device).cuda_stream
+
+
+CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906
+
+
+def stream_capturing(stream_handle: int) -> bool:
+    """Whether work launched on the stream is being captured into a CUDA graph (cuStreamIsCapturing:
+    active or invalidated).  The legacy default stream, queried while another stream captures in
+    global mode, counts as capturing: a launch there would be refused or captured alike."""
+    status = ctypes.c_int()
+    res = _cuda().cuStreamIsCapturing(VP(stream_handle or None), ctypes.byref(status))
+    if res == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+        return True
+    _check(res, "cuStreamIsCapturing")
+    return status.value != 0
 
 
 # ----------------------------------------------------------------------------- modules
@@ -337,6 +352,19 @@ def encode_tensor_map(dtype_enum: int, rank: int, global_address: int,
     return tm
 
 
+def retarget_tensor_map(tm: TensorMap, global_address: int) -> TensorMap:
+    """A copy of `tm` over the same layout (dtype, dims, strides, box, swizzle) at another address:
+    cuTensorMapReplaceAddress on the copied 128 bytes, which costs a fraction of a full encode (and
+    of its argument checks, which the layout already passed)."""
+    if not isinstance(global_address, int) or global_address <= 0 or global_address % 16:
+        raise ValueError(f"global_address={global_address!r} must be a non-null, 16-byte aligned device address")
+    out = TensorMap({**tm.desc, "address": hex(global_address)})
+    ctypes.memmove(out.address, tm.address, 128)
+    _check(_cuda().cuTensorMapReplaceAddress(VP(out.address), VP(global_address)),
+           f"cuTensorMapReplaceAddress({out.desc})")
+    return out
+
+
 # ----------------------------------------------------------------------------- launch
 
 def _dim3(v, what) -> tuple[int, int, int]:
@@ -386,6 +414,12 @@ def launch(fn: Function, grid, block, smem_bytes: int, args: Sequence, stream_ha
 
 # ----------------------------------------------------------------------------- prebuilt launches
 
+# the one launch attribute a plan may pass (read-only, so every plan shares it)
+_PDL_ATTRIBUTE = (CUlaunchAttribute * 1)()
+_PDL_ATTRIBUTE[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+_PDL_ATTRIBUTE[0].value.programmaticStreamSerializationAllowed = 1
+
+
 class LaunchPlan:
     """A launch with everything but the stream fixed: config struct, attributes and the kernel
     parameter array are built once, so a warm call is one ctypes call.
@@ -410,13 +444,11 @@ class LaunchPlan:
         self.fn = fn
         self.args = list(args)                         # keep the ctypes objects / tensor maps alive
         # the cluster shape travels in the cubin; the one attribute is PDL, counted only when asked for
-        self.attrs = (CUlaunchAttribute * 1)()
-        self.attrs[0].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
-        self.attrs[0].value.programmaticStreamSerializationAllowed = 1
-        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, self.attrs, 0)
+        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, _PDL_ATTRIBUTE, 0)
         self.pdl_capable, self._pdl = pdl_capable, False
         self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
-        self.ctx = _make_current(fn.device_index)
+        # the function's own (primary) context, retained when its module was loaded
+        self.ctx = _contexts.get(fn.device_index) or _make_current(fn.device_index)
         self._launch = _cuda().cuLaunchKernelEx
         self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
         self._stream = None

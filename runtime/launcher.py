@@ -51,30 +51,53 @@ class LoadedKernel:
         if occupancy > 1:    # as many CTAs per SM as actually fit (never a second wave of CTAs)
             self.grid_attrs["ctas_per_sm"] = max(1, min(occupancy, driver.blocks_per_sm(self.fn, self.threads,
                                                                                         self.smem)))
-        self._maps: dict = {}
+        # what each tensor-map param's map is built from: (CUtensorMapDataType, box, fit_m, swizzle)
+        self.map_specs = {name: (TMA_DTYPE[p.type.dtype], tuple(p.get("box")), p.get("fit_m"),
+                                 SWIZZLE[p.get("swizzle", 0)]) for name, p in self.decls.items() if p.get("box")}
+        self.workspace_names = tuple(name for name, p in self.decls.items() if p.get("workspace"))
+        self._grids: dict = {}                 # M -> persistent grid
+        self._layouts: dict = {}               # (param, layout) -> the map encoded first for it
+        self._maps: dict = {}                  # (param, layout, address) -> map
         self._lock = threading.Lock()
 
     def tensor_map(self, name: str, t, rows: int, m: int | None = None):
         """2-D map over a row-major tensor (innermost dim first), box from the param's attrs.
 
-        Maps depend only on the address, shape and strides: cache them per call signature, so a
-        warm call costs a dictionary look-up rather than a driver call."""
-        p = self.decls[name]
-        box = list(p.get("box"))
-        if p.get("fit_m") is not None and m is not None:   # the kernel's expect_tx uses the same rule
-            axis, a = p.get("fit_m")
-            box[axis] = min(box[axis], -(-m // a) * a)
-        key = (name, t.data_ptr(), tuple(t.shape), tuple(t.stride()), tuple(box))
-        tm = self._maps.get(key)
+        A map depends on the address and the layout (dtype, shape, strides, box).  The first map of
+        a layout is encoded (every argument checked); a later address in the same layout re-points
+        a copy of it, and a repeated one is a dictionary look-up."""
+        dtype_enum, box, fit_m, swizzle = self.map_specs[name]
+        if fit_m is not None and m is not None:   # the kernel's expect_tx uses the same rule
+            axis, a = fit_m
+            box = box[:axis] + (min(box[axis], -(-m // a) * a),) + box[axis + 1:]
+        layout = (name, t.dtype, tuple(t.shape), tuple(t.stride()), rows, box)
+        address = t.data_ptr()
+        tm = self._maps.get((layout, address))
         if tm is None:
-            esize = t.element_size()
-            tm = driver.encode_tensor_map(TMA_DTYPE[p.type.dtype], 2, t.data_ptr(), [t.shape[1], rows],
-                                          [t.stride(0) * esize], box, SWIZZLE[p.get("swizzle", 0)])
+            first = self._layouts.get(layout)
+            if first is None:
+                tm = first = driver.encode_tensor_map(dtype_enum, 2, address, [t.shape[1], rows],
+                                                      [t.stride(0) * t.element_size()], list(box), swizzle)
+            else:
+                tm = driver.retarget_tensor_map(first, address)
             with self._lock:
                 if len(self._maps) > 256:
                     self._maps.clear()
-                self._maps[key] = tm
+                if len(self._layouts) > 256:
+                    self._layouts.clear()
+                self._layouts.setdefault(layout, first)
+                self._maps[(layout, address)] = tm
         return tm
+
+    def grid(self, m: int) -> int:
+        """The persistent grid of a launch with M = m."""
+        g = self._grids.get(m)
+        if g is None:
+            g = kernel_grid(self.grid_attrs, m)
+            if len(self._grids) > 4096:
+                self._grids.clear()
+            self._grids[m] = g
+        return g
 
     def plan(self, tensors: dict, m: int) -> "driver.LaunchPlan":
         """A prebuilt launch for these exact tensors (addresses, shapes and strides are baked into
@@ -85,16 +108,11 @@ class LoadedKernel:
         so a plan that kept the caller's tensors would keep their memory from ever being freed while
         it is cached.  A later tensor at the same address with the same shape, strides and dtype is
         served by the same tensor maps."""
-        grid = kernel_grid(self.grid_attrs, m)
         owned = {} if all(name in tensors for name in self.workspace_names) else self.workspace(m, tensors["A"].device)
-        args = self.arguments({**owned, **tensors}, m)
-        plan = driver.LaunchPlan(self.fn, grid, self.threads, self.smem, args, self.pdl_capable)
+        args = self.arguments({**owned, **tensors} if owned else tensors, m)
+        plan = driver.LaunchPlan(self.fn, self.grid(m), self.threads, self.smem, args, self.pdl_capable)
         plan.workspace = owned                # the launch must not outlive its workspace
         return plan
-
-    @property
-    def workspace_names(self) -> list:
-        return [name for name, p in self.decls.items() if p.get("workspace")]
 
     def workspace(self, m: int, device) -> dict:
         """Fresh scratch tensors for params marked `workspace` (split-K partials and tile counters).
@@ -102,7 +120,7 @@ class LoadedKernel:
         kernel leaves them at zero."""
         import torch
         out = {}
-        for name, shape in workspace_shapes(self.result.ir, m, kernel_grid(self.grid_attrs, m)).items():
+        for name, shape in workspace_shapes(self.result.ir, m, self.grid(m)).items():
             if self.decls[name].type.dtype is DType.i32:
                 out[name] = torch.zeros(shape, dtype=torch.int32, device=device)
             else:

@@ -60,3 +60,91 @@ def test_set_pdl_takes_a_bool_and_get_pdl_reads_it_back():
     finally:
         deep_gemm.set_pdl(False)
     assert deep_gemm.get_pdl() is False
+
+
+def test_new_addresses_in_a_validated_layout_skip_the_validation(monkeypatch):
+    """A call at new addresses whose layout (devices, dtypes, shapes, strides, TMA alignment) an
+    earlier call validated reuses that layout's decisions: no second validation, a new plan for the
+    new addresses.  A change the validation looks at (a misaligned D, another row stride, dtype or
+    shape) is a new layout and is validated (here: the stand-in validation counts and refuses)."""
+    validated = []
+
+    class Launch:
+        workspace = {}
+
+        def __init__(self, d):
+            self.d = d.data_ptr()
+
+    class Kernel:                            # stands in for the loaded kernel
+        def plan(self, tensors, m):
+            return Launch(tensors["D"])
+
+    def validate(a, b, d, c, recipe, compiled_dims):
+        validated.append(d.data_ptr())
+        if d.data_ptr() % 16 or d.stride(0) != d.shape[1]:
+            raise ValueError("d refused")
+        return deep_gemm._Layout(Kernel(), a[0].shape[0], True, True, d.device)
+
+    monkeypatch.setattr(deep_gemm, "_validate", validate)
+    monkeypatch.setattr(deep_gemm, "_layouts", {})
+    monkeypatch.setattr(deep_gemm, "_plans", {})
+
+    def call(A, sfa, B, sfb, d):
+        key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+        return deep_gemm._plan_cold((A, sfa), (B, sfb), d, None, None, "nk", key)
+
+    A, sfa, B, sfb, d = good()
+    m, n = d.shape
+    # SFA MN-major and TMA-aligned, as a layout read in place has it
+    sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+    first = call(A, sfa, B, sfb, d)
+    assert first.launch.d == d.data_ptr() and len(validated) == 1
+    others = [torch.empty(m, n, dtype=torch.bfloat16) for _ in range(3)]
+    plans = [call(A, sfa, B, sfb, e) for e in others]
+    assert len(validated) == 1, "a known layout at new addresses was validated again"
+    assert [p.launch.d for p in plans] == [e.data_ptr() for e in others]
+    assert len(deep_gemm._plans) == 4 and len(deep_gemm._layouts) == 1
+    buf = torch.empty(m * n + 8, dtype=torch.bfloat16)
+    shifted = buf[4:4 + m * n].view(m, n)                           # 8 bytes past buf's (aligned) start
+    assert shifted.data_ptr() % 16
+    wide = torch.empty(m, 2 * n, dtype=torch.bfloat16)[:, :n]
+    for bad in (shifted, wide):
+        with pytest.raises(ValueError, match="d refused"):
+            call(A, sfa, B, sfb, bad)
+    assert len(validated) == 3
+    for changed in (dict(d=torch.empty(m, n, dtype=torch.float16)), dict(A=A[:m // 2], sfa=sfa[:m // 2])):
+        args = dict(A=A, sfa=sfa, B=B, sfb=sfb, d=d)
+        args.update(changed)
+        assert (deep_gemm._layout_key(*args.values(), None, "nk")
+                != deep_gemm._layout_key(A, sfa, B, sfb, d, None, "nk"))
+
+
+@pytest.mark.parametrize("owns_buffers,capturing,replanned", [(True, True, True), (True, False, False),
+                                                               (False, True, False)])
+def test_a_graph_capture_does_not_reuse_a_cached_plans_buffers(monkeypatch, owns_buffers, capturing, replanned):
+    """A cached plan whose launch uses buffers it owns (staged scales, split-K workspace) is not
+    launched inside a CUDA graph capture: the graph would keep those addresses after the plan's
+    eviction freed them.  The capture gets a plan of its own (allocated from the graph's pool, not
+    cached); a plan without buffers, or a call outside a capture, launches the cached plan."""
+    launched = []
+
+    class Launch:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, stream, pdl):
+            launched.append(self.name)
+
+    A, sfa, B, sfb, d = good()
+    key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+    cached = deep_gemm._Plan(Launch("cached"), None, None, 0, (torch.empty(4),) if owns_buffers else ())
+    monkeypatch.setattr(deep_gemm, "_plans", {key: cached})
+    monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
+    monkeypatch.setattr(deep_gemm, "stream_capturing", lambda stream: capturing)
+    cold = []
+    monkeypatch.setattr(deep_gemm, "_plan_cold", lambda *args: cold.append(args[-1])
+                        or deep_gemm._Plan(Launch("capture's own"), None, None, 0, (torch.empty(4),)))
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    assert launched == (["capture's own"] if replanned else ["cached"])
+    assert cold == ([None] if replanned else [])          # key None: the capture's plan is not cached
+    assert deep_gemm._plans == {key: cached}

@@ -85,6 +85,135 @@ def test_calls_with_fresh_tensors_do_not_keep_their_memory(m, n, k):
     assert torch.cuda.memory_allocated() - before < one_call
 
 
+@pytest.mark.parametrize("m,n,k", [(200, 2112, 1024), (64, 2112, 7168)])   # the second: split-K, a global workspace
+@pytest.mark.parametrize("scales", ["as given", "mn-major", "sfb transposed"])
+def test_new_addresses_in_a_known_layout_are_planned_without_revalidation(m, n, k, scales, monkeypatch):
+    """Calls on fresh tensors (every address new) laid out as an earlier call's reuse its validated
+    layout (one validation in all) with re-pointed tensor maps and their own staging and workspace:
+    every result correct.  A misaligned D in that layout is still refused, naming `d`."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    validations = []
+    validate = deep_gemm._validate
+    monkeypatch.setattr(deep_gemm, "_validate", lambda *args: validations.append(1) or validate(*args))
+    monkeypatch.setattr(deep_gemm, "_layouts", {})
+    for _ in range(3):
+        A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
+        if scales == "mn-major":
+            sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
+        if scales == "sfb transposed":
+            sfb = sfb.t().contiguous().t()
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+        torch.cuda.synchronize()
+        assert torch.isfinite(d).all(), "some elements were never written (NaN poison survived)"
+        assert calc_diff(d.double(), ref) < 1e-3
+    assert len(validations) == 1
+    shifted = torch.empty(m * n + 8, dtype=torch.bfloat16, device="cuda")[4:4 + m * n].view(m, n)
+    with pytest.raises(ValueError, match="`d` must be 16-byte aligned"):
+        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), shifted)
+
+
+def _staged_operands(m, n, k, seed):
+    """Operands whose scales the plan stages: SFA [M, KB] row-major (transposed into the plan's
+    buffer every call), SFB column-major (copied into the plan's buffer every call)."""
+    from dgir.gpu_run import fp8_inputs
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), seed)
+    return A, sfa, B, sfb.t().contiguous().t(), ref
+
+
+def _buffer_sizes(plan, sfa, sfb) -> set:
+    """Byte sizes of a plan's buffers: SFA staging [KB, align(M, 4)] f32, SFB staging, the launch's
+    workspace (computed, so that a plan which lost track of a buffer is still covered)."""
+    m, kb = sfa.shape
+    return {kb * (-(-m // 4) * 4) * 4, sfb.numel() * 4} | {t.nbytes for t in plan[0].workspace.values()}
+
+
+def _claim_freed_blocks(sizes, count=32):
+    """Tensors of these byte sizes, filled with 7.0.  The caching allocator hands such tensors any
+    freed block of the size, so a launch that still uses a freed buffer writes into one of them."""
+    return [torch.full((nbytes // 4,), 7.0, device="cuda") for nbytes in sizes for _ in range(count)]
+
+
+def _corrupted(claims) -> int:
+    torch.cuda.synchronize()
+    return sum(not bool((t == 7.0).all()) for t in claims)
+
+
+@pytest.mark.parametrize("m", [128, 64])     # 64: split-K with a global workspace
+def test_a_cached_plans_buffers_stay_its_own(m):
+    """The buffers a cached plan's launches use (SFA and SFB staging, split-K workspace) stay
+    allocated while the plan is cached: tensors allocated after the plan was made never share their
+    memory, so repeated warm calls leave them untouched and stay correct."""
+    import gc
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff
+    n, k = 2112, 7168
+    A, sfa, B, sfb, _ = _staged_operands(m, n, k, 20)
+    d = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize()
+    gc.collect()
+    plan = deep_gemm._plans[deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")]
+    claims = _claim_freed_blocks(_buffer_sizes(plan, sfa, sfb))
+    for seed in (21, 22):
+        A2, sfa2, B2, sfb2, ref = _staged_operands(m, n, k, seed)
+        A.copy_(A2), sfa.copy_(sfa2), B.copy_(B2), sfb.copy_(sfb2), d.fill_(float("nan"))
+        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+        torch.cuda.synchronize()
+        assert torch.isfinite(d).all() and calc_diff(d.double(), ref) < 1e-3
+    assert _corrupted(claims) == 0, "a warm call wrote memory its plan had given back"
+
+
+def _graph_after_eviction(m):
+    """Capture a call whose cached plan owns buffers, evict every plan, let other tensors take the
+    freed memory, replay: (calc_diff of the replay, how many of those tensors it wrote into)."""
+    import gc
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff
+    n, k = 2112, 7168
+    A, sfa, B, sfb, _ = _staged_operands(m, n, k, 30)
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)             # the plan, cached outside the capture
+    plan = deep_gemm._plans[deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")]
+    g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        with torch.cuda.graph(g, stream=s):
+            deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    sizes = _buffer_sizes(plan, sfa, sfb)
+    deep_gemm._plans.clear()                                  # as the cache does at 4096 plans
+    del plan
+    gc.collect()
+    A2, sfa2, B2, sfb2, ref = _staged_operands(m, n, k, 31)
+    claims = _claim_freed_blocks(sizes)
+    A.copy_(A2), sfa.copy_(sfa2), B.copy_(B2), sfb.copy_(sfb2), d.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    return calc_diff(d.double(), ref), _corrupted(claims)
+
+
+@pytest.mark.parametrize("m", [128, 64])     # 64: split-K with a global workspace
+def test_a_graph_replays_after_its_calls_plan_was_evicted(m):
+    """A graph captured on a call whose cached plan owns buffers replays correctly after the plan
+    cache dropped that plan, and writes no memory the allocator has since handed to other tensors
+    (the capture made a plan of its own, from the graph's memory pool)."""
+    diff, corrupted = _graph_after_eviction(m)
+    assert diff < 1e-3 and corrupted == 0
+
+
+def test_retargeted_tensor_map_equals_a_fresh_encode():
+    """cuTensorMapReplaceAddress on a copy gives the same 128 bytes as encoding the map anew at the
+    new address (the launcher re-points maps of a known layout instead of encoding them)."""
+    from dgir.runtime import driver
+    a, b = (torch.empty(1024, 4096, dtype=torch.uint8, device="cuda") for _ in range(2))
+    driver.current_device_context(a.device)
+    args = (0, 2, [4096, 1024], [4096], [128, 128], 3)
+    first = driver.encode_tensor_map(args[0], args[1], a.data_ptr(), *args[2:])
+    moved = driver.retarget_tensor_map(first, b.data_ptr())
+    fresh = driver.encode_tensor_map(args[0], args[1], b.data_ptr(), *args[2:])
+    assert bytes(moved) == bytes(fresh) and bytes(moved) != bytes(first)
+
+
 @pytest.mark.parametrize("m,n,k", [(4096, 7168, 2048), (64, 2112, 7168), (128, 4096, 7168)])
 def test_deterministic_bitwise(m, n, k):
     """Same inputs, same bits, run after run: split-K configs (the last two) included."""

@@ -51,6 +51,21 @@ class FakeLib:
         ctypes.memset(tm.value, 0xAB, 128)
         return 0
 
+    def cuTensorMapReplaceAddress(self, tm, gaddr):
+        # the real layout is opaque: the fake marks its first 8 bytes with the address
+        self.calls.append(("replace", dict(tm=tm.value, gaddr=gaddr.value)))
+        ctypes.c_uint64.from_address(tm.value).value = gaddr.value
+        return 0
+
+    capture_status = 0            # what cuStreamIsCapturing reports (or, as a string, the error it returns)
+
+    def cuStreamIsCapturing(self, stream, out):
+        self.calls.append(("capturing", stream.value))
+        if isinstance(self.capture_status, str):
+            return int(self.capture_status)
+        out._obj.value = self.capture_status
+        return 0
+
     current_ctx = 0x1234          # what cuCtxGetCurrent reports
     refuse_launches = 0           # the next launches return this many CUDA_ERROR_INVALID_HANDLE
 
@@ -151,6 +166,65 @@ def test_tensor_map_encode_passes_aligned_storage(fake):
     drv.encode_tensor_map(9, 2, 0x1000, [4096, 128], [8192], [64, 128], 3)
     drv.encode_tensor_map(0, 3, 0x1000, [256, 128, 4], [256, 256 * 128], [128, 64, 1], 3)
     assert len(fake.calls) == 3
+
+
+def test_retargeted_tensor_map_is_a_repointed_copy(fake):
+    """retarget_tensor_map copies the 128 bytes into new aligned storage and re-points the copy
+    (cuTensorMapReplaceAddress); the map it came from is left as it was."""
+    tm = drv.encode_tensor_map(**GOOD)
+    other = drv.retarget_tensor_map(tm, 0x7F0000100000)
+    assert [c[0] for c in fake.calls] == ["encode", "replace"]
+    assert fake.calls[1][1] == dict(tm=other.address, gaddr=0x7F0000100000)
+    assert other.address != tm.address and other.address % 64 == 0
+    assert bytes(tm) == b"\xab" * 128
+    assert bytes(other) == (0x7F0000100000).to_bytes(8, "little") + b"\xab" * 120
+    assert other.desc == {**tm.desc, "address": "0x7f0000100000"}
+    for bad in (0, 0x7F0000100008, -16):
+        with pytest.raises(ValueError, match="global_address"):
+            drv.retarget_tensor_map(tm, bad)
+    assert len(fake.calls) == 2                  # refused before the driver
+
+
+def test_kernel_maps_are_encoded_once_per_layout(fake, monkeypatch, tmp_path):
+    """A loaded kernel encodes the first map of each layout (dtype, shape, strides, box) and re-points
+    copies of it for other addresses; an address it has seen is a look-up.  Plans for tensors at new
+    addresses thus cost no full encode, and each plan's maps point at its own tensors."""
+    import torch
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.runtime.launcher import LoadedKernel
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    m, n, k = 64, 256, 1024
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=64, stages=4)
+    kern = LoadedKernel(deep_gemm._compile_cached("fp8_gemm_nt", cfg, m, n, k, None), 0)
+    A, sfa, B, sfb, _ = fp8_inputs(m, n, k, torch.device("cpu"), 0, reference=False)
+    ds = [torch.empty(m, n, dtype=torch.bfloat16) for _ in range(3)]
+    operands = kernel_tensors(A, sfa, B, sfb, ds[0])       # (SFA here is a new MN-major copy: made once)
+    maps = [[a for a in kern.plan({**operands, "D": d}, m).args if isinstance(a, drv.TensorMap)]
+            for d in (ds[0], ds[1], ds[0])]
+    kinds = [c[0] for c in fake.calls if c[0] in ("encode", "replace")]
+    n_maps = len(maps[0])
+    assert n_maps >= 2 and kinds == ["encode"] * n_maps + ["replace"]   # only D's map was new
+    (d_map,) = [tm for tm in maps[1] if tm not in maps[0]]
+    assert bytes(d_map)[:8] == ds[1].data_ptr().to_bytes(8, "little")
+    assert maps[2] == maps[0]                    # the first D again: the same maps, no driver call
+    wide = torch.empty(m, 2 * n, dtype=torch.bfloat16)[:, :n]                   # another layout (row stride)
+    kern.tensor_map("D", wide, m, m)
+    (_, last), = [c for c in fake.calls if c[0] == "encode"][-1:]
+    assert last["gaddr"] == wide.data_ptr() and last["strides"] == [2 * n * 2]   # encoded, not re-pointed
+
+
+@pytest.mark.parametrize("status,capturing", [(0, False), (1, True), (2, True), ("906", True)])
+def test_stream_capturing_reads_the_capture_status(fake, status, capturing):
+    """none / active / invalidated; the legacy stream during another stream's global capture
+    (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT) counts as capturing; other errors raise."""
+    fake.capture_status = status
+    assert drv.stream_capturing(0x5000) is capturing
+    assert fake.calls[-1] == ("capturing", 0x5000)
+    fake.capture_status = "400"
+    with pytest.raises(drv.CudaError, match="cuStreamIsCapturing"):
+        drv.stream_capturing(0x5000)
 
 
 # ------------------------------------------------------------------ launch / errors
