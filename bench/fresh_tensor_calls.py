@@ -14,6 +14,9 @@ layout: four maps re-pointed.
 `new_layout_us`: the layout cache emptied before each call (new addresses too): every check, the
 kernel look-up, maps encoded: what `new_address_us` cost before step 112.
 Each `*_plans_cached` says how many plans the cache held after that series.
+`capture_query_us`: one cuStreamIsCapturing (runtime/driver.py stream_capturing), which a warm call
+whose plan owns buffers (staged scales, split-K workspace) adds, so that a CUDA graph capture never
+takes the cached plan's buffers (step 112).
 """
 import json
 import statistics
@@ -23,6 +26,7 @@ from warm_call import single_call_us
 
 from dgir import deep_gemm
 from dgir.gpu_run import fp8_inputs
+from dgir.runtime.driver import stream_capturing
 
 
 def per_call_us(step, device, calls: int) -> float:
@@ -66,6 +70,8 @@ def main(calls: int = 500, copies: int = 200):
     out["all_new_addresses_us"] = per_call_us(all_new, dev, copies)
     out["new_layout_us"] = per_call_us(new_layout, dev, calls)
     out["new_layout_plans_cached"] = len(deep_gemm._plans)
+    stream = deep_gemm._raw_stream(0)
+    out["capture_query_us"] = per_call_us(lambda: stream_capturing(stream), dev, calls)
     print(json.dumps(out, indent=1))
 
 
