@@ -168,6 +168,7 @@ class _Layout:
     def __init__(self, kernel, m: int, sfa_in_place: bool, sfb_in_place: bool, device):
         self.kernel, self.m, self.device = kernel, m, device
         self.sfa_in_place, self.sfb_in_place = sfa_in_place, sfb_in_place
+        self.first_launch = None     # the layout's first launch plan, without its workspace: a pattern
 
     def plan(self, A, sfa, B, sfb, d):
         """The launch plan for these tensors (laid out as validated) and its staging."""
@@ -185,7 +186,12 @@ class _Layout:
             sfb_storage = sfb
         else:   # e.g. contiguous-transposed, which DeepGEMM also accepts
             sfb_storage = sfb_staging = torch.empty(sfb.shape, dtype=torch.float32, device=device)
-        launch = self.kernel.plan({"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}, M)
+        tensors = {"A": A, "B": B, "SFA": sfa_storage, "SFB": sfb_storage, "D": d}
+        if self.first_launch is None:
+            launch = self.kernel.plan(tensors, M)
+            self.first_launch = launch.rebound({})      # (a pattern keeps no workspace alive)
+        else:   # tensors in this layout: the first plan's launch re-pointed at theirs
+            launch = self.kernel.replan(self.first_launch, tensors, M)
         buffers = tuple(t for t in (sfa_staging, sfb_staging, *launch.workspace.values()) if t is not None)
         return _Plan(launch, transpose, sfb_staging, device.index, buffers)
 

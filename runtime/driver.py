@@ -259,13 +259,20 @@ def max_active_clusters(fn: Function, block: int, smem_bytes: int, cluster: int)
 # ----------------------------------------------------------------------------- tensor maps
 
 class TensorMap:
-    """128 bytes of CUtensorMap in 64-byte-aligned storage; passed to kernels by value."""
+    """128 bytes of CUtensorMap in 64-byte-aligned storage; passed to kernels by value.
+    `layout`: what it was encoded from besides the address (dtype, dims, strides, box, swizzle),
+    shared by the maps re-pointed from it; `global_address`: the tensor's address it points at."""
 
-    def __init__(self, desc: dict):
-        self._raw = ctypes.create_string_buffer(128 + 64)
+    _STORAGE = ctypes.c_char * (128 + 64)
+
+    def __init__(self, layout: dict, global_address: int = 0):
+        self._raw = self._STORAGE()
         self.address = (ctypes.addressof(self._raw) + 63) & ~63
-        self.words = (U64 * 16).from_address(self.address)
-        self.desc = desc
+        self.layout, self.global_address = layout, global_address
+
+    @property
+    def desc(self) -> dict:
+        return {"address": hex(self.global_address), **self.layout}
 
     def __bytes__(self) -> bytes:
         return ctypes.string_at(self.address, 128)
@@ -340,9 +347,8 @@ def encode_tensor_map(dtype_enum: int, rank: int, global_address: int,
                              global_strides_bytes, box_dims, swizzle, l2_promotion, oob_fill,
                              element_strides)
     estr = list(element_strides) if element_strides is not None else [1] * rank
-    tm = TensorMap(dict(dtype=dtype_enum, address=hex(global_address), dims=list(global_dims),
-                        strides=list(global_strides_bytes), box=list(box_dims),
-                        swizzle=swizzle))
+    tm = TensorMap(dict(dtype=dtype_enum, dims=list(global_dims), strides=list(global_strides_bytes),
+                        box=list(box_dims), swizzle=swizzle), global_address)
     _check(_cuda().cuTensorMapEncodeTiled(
         VP(tm.address), ctypes.c_int(dtype_enum), U32(rank), VP(global_address),
         (U64 * rank)(*global_dims), (U64 * max(rank - 1, 1))(*global_strides_bytes),
@@ -358,10 +364,11 @@ def retarget_tensor_map(tm: TensorMap, global_address: int) -> TensorMap:
     of its argument checks, which the layout already passed)."""
     if not isinstance(global_address, int) or global_address <= 0 or global_address % 16:
         raise ValueError(f"global_address={global_address!r} must be a non-null, 16-byte aligned device address")
-    out = TensorMap({**tm.desc, "address": hex(global_address)})
+    out = TensorMap(tm.layout, global_address)
     ctypes.memmove(out.address, tm.address, 128)
-    _check(_cuda().cuTensorMapReplaceAddress(VP(out.address), VP(global_address)),
-           f"cuTensorMapReplaceAddress({out.desc})")
+    res = _cuda().cuTensorMapReplaceAddress(VP(out.address), VP(global_address))
+    if res:
+        _check(res, f"cuTensorMapReplaceAddress({out.desc})")
     return out
 
 
@@ -449,9 +456,24 @@ class LaunchPlan:
         self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
         # the function's own (primary) context, retained when its module was loaded
         self.ctx = _contexts.get(fn.device_index) or _make_current(fn.device_index)
+        self.workspace: dict = {}      # device buffers the launch uses that the plan keeps alive (set by its maker)
         self._launch = _cuda().cuLaunchKernelEx
         self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
         self._stream = None
+
+    def rebound(self, changes: dict) -> "LaunchPlan":
+        """This launch (kernel, grid, block, shared memory, stream and PDL state) with the arguments
+        at the given positions replaced ({index: ctypes object or TensorMap}), nothing re-checked."""
+        plan = LaunchPlan.__new__(LaunchPlan)
+        plan.__dict__.update(self.__dict__)
+        plan.args, plan.workspace = list(self.args), {}
+        plan.params = type(self.params).from_buffer_copy(self.params)
+        for i, a in changes.items():
+            plan.args[i] = a
+            plan.params[i] = _arg_pointer(a, i)
+        plan.cfg = CUlaunchConfig.from_buffer_copy(self.cfg)
+        plan._cfg_ref = ctypes.byref(plan.cfg)
+        return plan
 
     def __call__(self, stream_handle: int, pdl: bool = False) -> None:
         if stream_handle != self._stream:     # a ctypes field store costs more than the compare

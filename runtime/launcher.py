@@ -114,6 +114,25 @@ class LoadedKernel:
         plan.workspace = owned                # the launch must not outlive its workspace
         return plan
 
+    def replan(self, plan: "driver.LaunchPlan", tensors: dict, m: int) -> "driver.LaunchPlan":
+        """`plan`'s launch (made by `plan(..., m)`) for tensors laid out exactly as the ones it was
+        made for (dtype, shape, strides: the caller vouches) at other addresses: the same grid and
+        scalars, each tensor map a re-pointed copy of `plan`'s, pointers replaced, a fresh workspace."""
+        owned = {} if all(name in tensors for name in self.workspace_names) else self.workspace(m, tensors["A"].device)
+        if owned:
+            tensors = {**owned, **tensors}
+        changes = {}
+        for i, (_, kind, name) in enumerate(self.params):
+            if kind == "tmap":
+                address = tensors[name].data_ptr()
+                if address != plan.args[i].global_address:
+                    changes[i] = driver.retarget_tensor_map(plan.args[i], address)
+            elif kind == "ptr":
+                changes[i] = ctypes.c_uint64(tensors[name].data_ptr())
+        new = plan.rebound(changes)
+        new.workspace = owned
+        return new
+
     def workspace(self, m: int, device) -> dict:
         """Fresh scratch tensors for params marked `workspace` (split-K partials and tile counters).
         Each launch plan owns its own, so plans never share counters; counters start at zero and the

@@ -72,12 +72,18 @@ def test_new_addresses_in_a_validated_layout_skip_the_validation(monkeypatch):
     class Launch:
         workspace = {}
 
-        def __init__(self, d):
-            self.d = d.data_ptr()
+        def __init__(self, d, made_by):
+            self.d, self.made_by = d.data_ptr(), made_by
+
+        def rebound(self, changes):
+            return self
 
     class Kernel:                            # stands in for the loaded kernel
         def plan(self, tensors, m):
-            return Launch(tensors["D"])
+            return Launch(tensors["D"], "plan")
+
+        def replan(self, first, tensors, m):
+            return Launch(tensors["D"], "replan")
 
     def validate(a, b, d, c, recipe, compiled_dims):
         validated.append(d.data_ptr())
@@ -98,11 +104,11 @@ def test_new_addresses_in_a_validated_layout_skip_the_validation(monkeypatch):
     # SFA MN-major and TMA-aligned, as a layout read in place has it
     sfa = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     first = call(A, sfa, B, sfb, d)
-    assert first.launch.d == d.data_ptr() and len(validated) == 1
+    assert (first.launch.d, first.launch.made_by) == (d.data_ptr(), "plan") and len(validated) == 1
     others = [torch.empty(m, n, dtype=torch.bfloat16) for _ in range(3)]
     plans = [call(A, sfa, B, sfb, e) for e in others]
     assert len(validated) == 1, "a known layout at new addresses was validated again"
-    assert [p.launch.d for p in plans] == [e.data_ptr() for e in others]
+    assert [(p.launch.d, p.launch.made_by) for p in plans] == [(e.data_ptr(), "replan") for e in others]
     assert len(deep_gemm._plans) == 4 and len(deep_gemm._layouts) == 1
     buf = torch.empty(m * n + 8, dtype=torch.bfloat16)
     shifted = buf[4:4 + m * n].view(m, n)                           # 8 bytes past buf's (aligned) start

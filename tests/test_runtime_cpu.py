@@ -178,7 +178,7 @@ def test_retargeted_tensor_map_is_a_repointed_copy(fake):
     assert other.address != tm.address and other.address % 64 == 0
     assert bytes(tm) == b"\xab" * 128
     assert bytes(other) == (0x7F0000100000).to_bytes(8, "little") + b"\xab" * 120
-    assert other.desc == {**tm.desc, "address": "0x7f0000100000"}
+    assert other.desc == {**tm.desc, "address": "0x7f0000100000"} and other.layout is tm.layout
     for bad in (0, 0x7F0000100008, -16):
         with pytest.raises(ValueError, match="global_address"):
             drv.retarget_tensor_map(tm, bad)
@@ -225,6 +225,41 @@ def test_stream_capturing_reads_the_capture_status(fake, status, capturing):
     fake.capture_status = "400"
     with pytest.raises(drv.CudaError, match="cuStreamIsCapturing"):
         drv.stream_capturing(0x5000)
+
+
+def test_replan_repoints_a_plan_at_tensors_of_the_same_layout(fake, monkeypatch, tmp_path):
+    """LoadedKernel.replan gives what plan() would for tensors laid out as the first plan's at other
+    addresses: the same grid, block, shared memory and scalars; each map pointing at the new tensor
+    (re-pointed, or the very map where the address is unchanged); its own workspace; the launch
+    parameters pointing at its own arguments."""
+    import torch
+    from dgir import deep_gemm
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.runtime.launcher import LoadedKernel
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    m, n, k = 64, 256, 1024
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=64, stages=4, split_k=2)   # with a global workspace
+    kern = LoadedKernel(deep_gemm._compile_cached("fp8_gemm_nt", cfg, m, n, k, None), 0)
+    A, sfa, B, sfb, _ = fp8_inputs(m, n, k, torch.device("cpu"), 0, reference=False)
+    first = kernel_tensors(A, sfa, B, sfb, torch.empty(m, n, dtype=torch.bfloat16))
+    second = {**first, "A": A.clone(), "D": torch.empty(m, n, dtype=torch.bfloat16)}
+    pattern = kern.plan(first, m).rebound({})
+    assert pattern.workspace == {}
+    replanned, built = kern.replan(pattern, second, m), kern.plan(second, m)
+    assert bytes(replanned.cfg) == bytes(built.cfg)
+    assert set(replanned.workspace) == set(kern.workspace_names)
+    assert not set(map(id, replanned.workspace.values())) & set(map(id, built.workspace.values()))
+    for (_, kind, name), new, old, ref in zip(kern.params, replanned.args, pattern.args, built.args):
+        if kind == "tmap":
+            assert new.global_address == second[name].data_ptr() and new.layout == ref.layout
+            assert (new is old) == (name in ("B", "SFA", "SFB"))            # unchanged addresses: the same map
+        elif kind == "ptr":
+            tensor = second.get(name, replanned.workspace.get(name))
+            assert new.value == tensor.data_ptr()
+        else:
+            assert new.value == ref.value
+    assert list(replanned.params) == [drv._arg_pointer(a, i) for i, a in enumerate(replanned.args)]
 
 
 # ------------------------------------------------------------------ launch / errors
