@@ -14,10 +14,10 @@ layout: four maps re-pointed.
 `new_layout_us`: the layout cache emptied before each call (new addresses too): every check, the
 kernel look-up, maps encoded: what `new_address_us` cost before step 112.
 Each `*_plans_cached` says how many plans the cache held after that series.
-`capture_query_us`: one cuStreamIsCapturing (runtime/driver.py stream_capturing), which a warm call
-whose plan owns buffers (staged scales, split-K workspace) adds, so that a CUDA graph capture never
-takes the cached plan's buffers (step 112); `torch_capture_query_us`: torch's own query of its
-current stream, for comparison.
+`capture_query_us`: the capture query (deep_gemm._stream_capturing) that a warm call whose plan owns
+buffers (staged scales, split-K workspace) adds, so that a CUDA graph capture never takes the cached
+plan's buffers (step 112); on the current device it is torch's own query (`torch_capture_query_us`),
+elsewhere the driver's cuStreamIsCapturing through ctypes (`driver_capture_query_us`).
 """
 import json
 import statistics
@@ -72,7 +72,8 @@ def main(calls: int = 500, copies: int = 200):
     out["new_layout_us"] = per_call_us(new_layout, dev, calls)
     out["new_layout_plans_cached"] = len(deep_gemm._plans)
     stream = deep_gemm._raw_stream(0)
-    out["capture_query_us"] = per_call_us(lambda: stream_capturing(stream), dev, calls)
+    out["capture_query_us"] = per_call_us(lambda: deep_gemm._stream_capturing(stream, 0), dev, calls)
+    out["driver_capture_query_us"] = per_call_us(lambda: stream_capturing(stream), dev, calls)
     out["torch_capture_query_us"] = per_call_us(torch._C._cuda_isCurrentStreamCapturing, dev, calls)
     print(json.dumps(out, indent=1))
 

@@ -21,7 +21,7 @@ def main():
     out = {}
     for check in (True, False):
         if not check:
-            deep_gemm.stream_capturing = lambda stream: False
+            deep_gemm._stream_capturing = lambda stream, index: False
         for m in (128, 64):
             diff, corrupted = _graph_after_eviction(m)
             out[f"m{m}_capture_check_{'on' if check else 'off'}"] = {"calc_diff": diff, "corrupted_tensors": corrupted}

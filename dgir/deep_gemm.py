@@ -97,7 +97,7 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
             return
     launch, transpose, sfb_staging, index, buffers = plan
     stream = _raw_stream(index)
-    if buffers and stream_capturing(stream):
+    if buffers and _stream_capturing(stream, index):
         # a CUDA graph keeps the buffers' addresses for every replay; the cached plan's buffers would
         # be freed when the plan is evicted while the graph lives on.  A plan made now allocates them
         # from the graph's own memory pool, as torch's temporaries are.
@@ -144,7 +144,7 @@ def _plan_cold(a, b, d, c, recipe, compiled_dims, key):
                 _layouts.clear()
             _layouts[lkey] = layout
     plan = layout.plan(a[0], a[1], b[0], b[1], d)
-    if key is not None and not (plan.buffers and stream_capturing(_raw_stream(plan.index))):
+    if key is not None and not (plan.buffers and _stream_capturing(_raw_stream(plan.index), plan.index)):
         if len(_plans) > 4096:
             _plans.clear()
         _plans[key] = plan
@@ -263,6 +263,19 @@ def _current_stream_handle(index: int) -> int:      # torch without the raw-stre
 
 # torch's current stream on a device as a raw handle (honours graph capture)
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _current_stream_handle)
+
+
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+_current_stream_capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
+
+
+def _stream_capturing(stream: int, index: int) -> bool:
+    """Whether the launch stream (torch's current stream on device `index`) is capturing a CUDA graph.
+    On the current device that stream is the one torch's own query reads, at less than half the
+    cost of the driver query through ctypes (0.79 against 1.82 us on the H200 host, step 112)."""
+    if index == _current_device():
+        return _current_stream_capturing()
+    return stream_capturing(stream)
 
 
 def _plan_key(A, sfa, B, sfb, d, c, recipe, compiled_dims):

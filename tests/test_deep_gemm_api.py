@@ -146,7 +146,7 @@ def test_a_graph_capture_does_not_reuse_a_cached_plans_buffers(monkeypatch, owns
     cached = deep_gemm._Plan(Launch("cached"), None, None, 0, (torch.empty(4),) if owns_buffers else ())
     monkeypatch.setattr(deep_gemm, "_plans", {key: cached})
     monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
-    monkeypatch.setattr(deep_gemm, "stream_capturing", lambda stream: capturing)
+    monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda stream, index: capturing)
     cold = []
     monkeypatch.setattr(deep_gemm, "_plan_cold", lambda *args: cold.append(args[-1])
                         or deep_gemm._Plan(Launch("capture's own"), None, None, 0, (torch.empty(4),)))
@@ -154,3 +154,15 @@ def test_a_graph_capture_does_not_reuse_a_cached_plans_buffers(monkeypatch, owns
     assert launched == (["capture's own"] if replanned else ["cached"])
     assert cold == ([None] if replanned else [])          # key None: the capture's plan is not cached
     assert deep_gemm._plans == {key: cached}
+
+
+@pytest.mark.parametrize("current", [0, 1])
+def test_the_capture_query_reads_the_launch_stream(monkeypatch, current):
+    """torch's query (its current stream on the current device) answers when the launch's device is
+    the current one; for another device the driver is asked about the launch stream itself."""
+    asked = []
+    monkeypatch.setattr(deep_gemm, "_current_device", lambda: current)
+    monkeypatch.setattr(deep_gemm, "_current_stream_capturing", lambda: asked.append("torch") or True)
+    monkeypatch.setattr(deep_gemm, "stream_capturing", lambda stream: asked.append(("driver", stream)) or True)
+    assert deep_gemm._stream_capturing(0x5000, 1) is True
+    assert asked == (["torch"] if current == 1 else [("driver", 0x5000)])
