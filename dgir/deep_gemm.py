@@ -140,7 +140,7 @@ def _plan_cold(a, b, d, c, recipe, compiled_dims, key):
         if layout is None:
             return None
         if lkey is not None:
-            if len(_layouts) > 1024:
+            if len(_layouts) > 4096:
                 _layouts.clear()
             _layouts[lkey] = layout
     plan = layout.plan(a[0], a[1], b[0], b[1], d)

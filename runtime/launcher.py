@@ -55,6 +55,9 @@ class LoadedKernel:
         self.map_specs = {name: (TMA_DTYPE[p.type.dtype], tuple(p.get("box")), p.get("fit_m"),
                                  SWIZZLE[p.get("swizzle", 0)]) for name, p in self.decls.items() if p.get("box")}
         self.workspace_names = tuple(name for name, p in self.decls.items() if p.get("workspace"))
+        # (argument position, tensor) of each tensor-map and pointer argument
+        self.map_slots = tuple((i, name) for i, (_, kind, name) in enumerate(self.params) if kind == "tmap")
+        self.pointer_slots = tuple((i, name) for i, (_, kind, name) in enumerate(self.params) if kind == "ptr")
         self._grids: dict = {}                 # M -> persistent grid
         self._layouts: dict = {}               # (param, layout) -> the map encoded first for it
         self._maps: dict = {}                  # (param, layout, address) -> map
@@ -121,14 +124,11 @@ class LoadedKernel:
         owned = {} if all(name in tensors for name in self.workspace_names) else self.workspace(m, tensors["A"].device)
         if owned:
             tensors = {**owned, **tensors}
-        changes = {}
-        for i, (_, kind, name) in enumerate(self.params):
-            if kind == "tmap":
-                address = tensors[name].data_ptr()
-                if address != plan.args[i].global_address:
-                    changes[i] = driver.retarget_tensor_map(plan.args[i], address)
-            elif kind == "ptr":
-                changes[i] = ctypes.c_uint64(tensors[name].data_ptr())
+        changes = {i: ctypes.c_uint64(tensors[name].data_ptr()) for i, name in self.pointer_slots}
+        for i, name in self.map_slots:
+            address = tensors[name].data_ptr()
+            if address != plan.args[i].global_address:
+                changes[i] = driver.retarget_tensor_map(plan.args[i], address)
         new = plan.rebound(changes)
         new.workspace = owned
         return new
