@@ -437,8 +437,10 @@ class LaunchPlan:
     thread whose current context is another one (another device's, a user's, none) is refused
     before anything is queued; then the launch is retried in the function's own context and the
     caller's context is given back (a thread that had none keeps the primary context current, as
-    CUDA's runtime API leaves it).  One plan serves one stream at a time: two threads launching
-    the same plan (the same output tensor) on different streams would race on its stream field.
+    CUDA's runtime API leaves it).  Each (stream, PDL) pair gets its own config struct, never
+    changed once made, so threads launching one plan on different streams at the same time each
+    pass their own stream (a shared, rewritten stream field could send one thread's launch to the
+    other's stream).
 
     `pdl=True` launches with programmatic dependent launch (the kernel may start while the
     stream's previous kernel finishes), allowed only for kernels built to wait for it
@@ -451,15 +453,14 @@ class LaunchPlan:
         self.fn = fn
         self.args = list(args)                         # keep the ctypes objects / tensor maps alive
         # the cluster shape travels in the cubin; the one attribute is PDL, counted only when asked for
-        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, _PDL_ATTRIBUTE, 0)
-        self.pdl_capable, self._pdl = pdl_capable, False
+        self.cfg = CUlaunchConfig(*grid, *block, smem_bytes, None, _PDL_ATTRIBUTE, 0)   # no stream, no PDL
+        self.pdl_capable = pdl_capable
         self.params = (VP * max(len(args), 1))(*[_arg_pointer(a, i) for i, a in enumerate(args)])
         # the function's own (primary) context, retained when its module was loaded
         self.ctx = _contexts.get(fn.device_index) or _make_current(fn.device_index)
         self.workspace: dict = {}      # device buffers the launch uses that the plan keeps alive (set by its maker)
-        self._launch = _cuda().cuLaunchKernelEx
-        self._cfg_ref, self._fn_ref = ctypes.byref(self.cfg), VP(fn.handle)
-        self._stream = None
+        self._launch, self._fn_ref = _cuda().cuLaunchKernelEx, VP(fn.handle)
+        self._configs: dict = {}       # (stream, pdl) -> reference to that launch's config struct
 
     def rebound(self, changes: dict) -> "LaunchPlan":
         """This launch (kernel, grid, block, shared memory, stream and PDL state) with the arguments
@@ -471,33 +472,39 @@ class LaunchPlan:
         for i, a in changes.items():
             plan.args[i] = a
             plan.params[i] = _arg_pointer(a, i)
-        plan.cfg = CUlaunchConfig.from_buffer_copy(self.cfg)
-        plan._cfg_ref = ctypes.byref(plan.cfg)
+        plan._configs = {}             # (the launch configs do not depend on the arguments; kept apart for clarity)
         return plan
 
     def __call__(self, stream_handle: int, pdl: bool = False) -> None:
-        if stream_handle != self._stream:     # a ctypes field store costs more than the compare
-            self.cfg.hStream = self._stream = stream_handle
-        if pdl is not self._pdl:
-            self._set_pdl(pdl)
-        res = self._launch(self._cfg_ref, self._fn_ref, self.params, None)
+        cfg = self._configs.get((stream_handle, pdl))
+        if cfg is None:
+            cfg = self._config(stream_handle, pdl)
+        res = self._launch(cfg, self._fn_ref, self.params, None)
         if res:
-            self._launch_in_own_context(res)
+            self._launch_in_own_context(res, cfg)
 
-    def _set_pdl(self, pdl: bool) -> None:
+    def _config(self, stream_handle: int, pdl: bool):
+        """The config struct of launches on this stream with or without PDL: a copy of the base one,
+        made once and never changed afterwards."""
         if pdl and not self.pdl_capable:
             raise ValueError(f"{self.fn.name} was built without the programmatic_dependent_launch pass: launched "
                              f"with PDL it could read its inputs before the previous kernel has written them")
-        self.cfg.numAttrs, self._pdl = (1 if pdl else 0), bool(pdl)
+        cfg = CUlaunchConfig.from_buffer_copy(self.cfg)
+        cfg.hStream, cfg.numAttrs = stream_handle or None, 1 if pdl else 0
+        ref = ctypes.byref(cfg)        # (holds the struct)
+        if len(self._configs) >= 16:   # streams come and go
+            self._configs.clear()
+        self._configs[(stream_handle, pdl)] = ref
+        return ref
 
-    def _launch_in_own_context(self, res: int) -> None:
+    def _launch_in_own_context(self, res: int, cfg) -> None:
         lib, cur = _cuda(), VP()
         _check(lib.cuCtxGetCurrent(ctypes.byref(cur)), "cuCtxGetCurrent")
         if cur.value == self.ctx:             # the right context: the refusal was real
             _check(res, f"cuLaunchKernelEx({self.fn.name})")
         _check(lib.cuCtxSetCurrent(VP(self.ctx)), "cuCtxSetCurrent")
         try:
-            _check(self._launch(self._cfg_ref, self._fn_ref, self.params, None), f"cuLaunchKernelEx({self.fn.name})")
+            _check(self._launch(cfg, self._fn_ref, self.params, None), f"cuLaunchKernelEx({self.fn.name})")
         finally:
             if cur.value:     # a thread that had no context keeps the primary one, as the runtime API does
                 lib.cuCtxSetCurrent(cur)

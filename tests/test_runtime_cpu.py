@@ -605,6 +605,29 @@ def test_launch_plan_pdl_attribute_only_when_asked(fake):
     assert attrs == [[], pdl, pdl, []]
 
 
+def test_launch_plan_on_two_streams_at_once_keeps_each_launch_on_its_stream(fake):
+    """Two threads launching one plan on different streams: the driver call releases the GIL, so
+    the other thread may launch in between the first one passing its config and the driver reading
+    it.  Each (stream, PDL) has its own config struct, never rewritten: the first launch still goes
+    to its own stream."""
+    plan = _plan(fake)
+    real = fake.cuLaunchKernelEx
+    entered = []
+
+    def launch(cfg_ref, fn, params, extra):
+        if not entered:                    # the other thread runs here, before the driver reads cfg
+            entered.append(1)
+            plan(0x6000)
+        return real(cfg_ref, fn, params, extra)
+
+    plan._launch = launch
+    plan(0x5000)
+    assert [c[1]["stream"] for c in fake.calls] == [0x6000, 0x5000]
+    plan(0x5000)
+    plan(0x6000)
+    assert [c[1]["stream"] for c in fake.calls][2:] == [0x5000, 0x6000]
+
+
 def test_launch_plan_refuses_pdl_for_a_kernel_that_does_not_wait(fake):
     plan = _plan(fake)                                     # built without pdl_capable
     with pytest.raises(ValueError, match="programmatic_dependent_launch"):
