@@ -1,7 +1,10 @@
 """Host cost of one prebuilt launch of the same fp8_gemm_nt kernel (M=128 N=2112 K=7168, the warm
 call's shape) through different driver entry points, each checked for a correct result:
 
-  plan         LaunchPlan as it is (since step 48: cuLaunchKernelEx alone through ctypes, no context query)
+  plan         LaunchPlan as it is (since step 48: cuLaunchKernelEx alone through ctypes, no context query;
+               since step 112 the config struct of the call's (stream, PDL) looked up in a dict)
+  shared_field LaunchPlan's call before step 112: one config struct whose stream field is rewritten
+               when the stream changes (two threads on two streams could swap streams)
   ex_ctx       cuCtxGetCurrent, then cuLaunchKernelEx (LaunchPlan before step 48)
   ex           cuLaunchKernelEx alone through ctypes (the context already current)
   plain        cuLaunchKernel with the kernelParams pointer array
@@ -104,8 +107,16 @@ def shape_variants(dev, m, n, k) -> dict:
         res, = launch_cb(bcfg, bfn, params_addr, 0)
         driver._check(int(res), "cuLaunchKernelEx")
 
+    last_shared = [None]
+
+    def shared_field():
+        if stream != last_shared[0]:
+            cfg.hStream = last_shared[0] = stream
+        return launch_ex(cfg_ref, fn, plan.params, None)
+
     variants = {
         "plan": lambda: plan(stream),
+        "shared_field": shared_field,
         "bindings": lambda: launch_cb(bcfg, bfn, params_addr, 0)[0],
         "bindings_plan": lambda: bindings_plan(stream),
         "ex_ctx": ex_ctx,
