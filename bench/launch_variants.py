@@ -5,6 +5,8 @@ call's shape) through different driver entry points, each checked for a correct 
                since step 112 the config struct of the call's (stream, PDL) looked up in a dict)
   shared_field LaunchPlan's call before step 112: one config struct whose stream field is rewritten
                when the stream changes (two threads on two streams could swap streams)
+  pair_dict    the first form of step 112: every launch looks its (stream, PDL) config up in a dict
+               (now only launches off the plan's first stream do)
   ex_ctx       cuCtxGetCurrent, then cuLaunchKernelEx (LaunchPlan before step 48)
   ex           cuLaunchKernelEx alone through ctypes (the context already current)
   plain        cuLaunchKernel with the kernelParams pointer array
@@ -114,9 +116,17 @@ def shape_variants(dev, m, n, k) -> dict:
             cfg.hStream = last_shared[0] = stream
         return launch_ex(cfg_ref, fn, plan.params, None)
 
+    own_cfg = driver.CUlaunchConfig.from_buffer_copy(cfg)
+    own_cfg.hStream = stream
+    pair_configs = {(stream, False): ctypes.byref(own_cfg)}
+
+    def pair_dict():
+        return launch_ex(pair_configs.get((stream, False)), fn, plan.params, None)
+
     variants = {
         "plan": lambda: plan(stream),
         "shared_field": shared_field,
+        "pair_dict": pair_dict,
         "bindings": lambda: launch_cb(bcfg, bfn, params_addr, 0)[0],
         "bindings_plan": lambda: bindings_plan(stream),
         "ex_ctx": ex_ctx,
