@@ -201,6 +201,33 @@ def test_a_graph_replays_after_its_calls_plan_was_evicted(m):
     assert diff < 1e-3 and corrupted == 0
 
 
+def test_the_first_call_of_a_shape_may_be_inside_a_graph_capture():
+    """In a fresh process (no kernel loaded), the first call of a shape made inside a capture under
+    torch's default error mode compiles and loads its kernels (the GEMM's and, SFA row-major, the
+    transpose's) while the stream captures; the replay is correct."""
+    import json
+    import subprocess
+    import sys
+    script = (
+        "import torch, json\n"
+        "from dgir import deep_gemm\n"
+        "from dgir.gpu_run import calc_diff, fp8_inputs\n"
+        "A, sfa, B, sfb, ref = fp8_inputs(200, 1544, 1040, torch.device('cuda'), torch.randint(0, 2**31, ()).item())\n"
+        "d = torch.full((200, 1544), float('nan'), dtype=torch.bfloat16, device='cuda')\n"
+        "g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()\n"
+        "with torch.cuda.stream(s):\n"
+        "    with torch.cuda.graph(g, stream=s):\n"
+        "        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)\n"
+        "assert torch.isnan(d.float()).all()\n"
+        "g.replay()\n"
+        "torch.cuda.synchronize()\n"
+        "print(json.dumps([bool(torch.isfinite(d).all()), calc_diff(d.double(), ref)]))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    finite, diff = json.loads(r.stdout.strip().splitlines()[-1])
+    assert finite and diff < 1e-3
+
+
 def test_retargeted_tensor_map_equals_a_fresh_encode():
     """cuTensorMapReplaceAddress on a copy gives the same 128 bytes as encoding the map anew at the
     new address (the launcher re-points maps of a known layout instead of encoding them)."""
