@@ -10,7 +10,8 @@ hands the same block back, so the call finds its launch plan cached (since step 
 a new plan from the validated layout with D's tensor map re-pointed (since step 112); includes the
 torch.empty of the new d.
 `all_new_addresses_us`: A, SFA, B, SFB and d all at new addresses (copies made beforehand), the same
-layout: four maps re-pointed.
+layout: four maps re-pointed.  `all_new_addresses_row_major_sfa_us`: the same with SFA [M, KB]
+row-major, so each plan also makes its SFA staging and transpose launch (re-pointed since step 112).
 `new_layout_us`: the layout cache emptied before each call (new addresses too): every check, the
 kernel look-up, maps encoded: what `new_address_us` cost before step 112.
 Each `*_plans_cached` says how many plans the cache held after that series.
@@ -52,6 +53,8 @@ def main(calls: int = 500, copies: int = 200):
     # copies + 1: single_call_us makes one untimed call first
     sets = [(A.clone(), deep_gemm.get_mn_major_tma_aligned_tensor(sfa.clone()), B.clone(), sfb.clone(),
              torch.empty_like(d)) for _ in range(copies + 1)]
+    sfa_rows = torch.empty(m, sfa.shape[1], device=dev).copy_(sfa)
+    row_sets = [(a, sfa_rows.clone(), b, t, torch.empty_like(d)) for a, _, b, t, _ in sets]
     pending = iter(sets)
 
     def all_new():
@@ -69,6 +72,8 @@ def main(calls: int = 500, copies: int = 200):
     out["new_address_plans_cached"] = len(deep_gemm._plans)
     out["memory_of_kept_outputs_mb"] = (torch.cuda.memory_allocated(dev) - before) / 2**20
     out["all_new_addresses_us"] = per_call_us(all_new, dev, copies)
+    pending = iter(row_sets)
+    out["all_new_addresses_row_major_sfa_us"] = per_call_us(all_new, dev, copies)
     out["new_layout_us"] = per_call_us(new_layout, dev, calls)
     out["new_layout_plans_cached"] = len(deep_gemm._plans)
     stream = deep_gemm._raw_stream(0)

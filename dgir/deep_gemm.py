@@ -169,6 +169,7 @@ class _Layout:
         self.kernel, self.m, self.device = kernel, m, device
         self.sfa_in_place, self.sfb_in_place = sfa_in_place, sfb_in_place
         self.first_launch = None     # the layout's first launch plan, without its workspace: a pattern
+        self.first_transpose = None  # the same for the SFA transpose (when SFA is staged)
 
     def plan(self, A, sfa, B, sfb, d):
         """The launch plan for these tensors (laid out as validated) and its staging."""
@@ -179,9 +180,12 @@ class _Layout:
         if self.sfa_in_place:
             sfa_storage = torch.as_strided(sfa, (kb, M), (sfa.stride(1), 1))
         else:   # an LLVM-built SIMT kernel copies SFA into the plan's buffer (runtime/utility_kernels.py)
-            from .runtime.utility_kernels import sfa_to_mn_major_plan
+            from .runtime import utility_kernels
             sfa_storage = sfa_staging = torch.empty((kb, ceil_div(M, 4) * 4), dtype=torch.float32, device=device)[:, :M]
-            transpose = sfa_to_mn_major_plan(sfa, sfa_staging)
+            if self.first_transpose is None:
+                transpose = self.first_transpose = utility_kernels.sfa_to_mn_major_plan(sfa, sfa_staging)
+            else:
+                transpose = utility_kernels.sfa_to_mn_major_replan(self.first_transpose, sfa, sfa_staging)
         if self.sfb_in_place:
             sfb_storage = sfb
         else:   # e.g. contiguous-transposed, which DeepGEMM also accepts

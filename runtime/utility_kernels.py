@@ -89,5 +89,12 @@ def sfa_to_mn_major_plan(src, dst):
     return driver.LaunchPlan(fn, (-(-m // THREADS), kb, 1), THREADS, 0, args)
 
 
+def sfa_to_mn_major_replan(plan, src, dst):
+    """`plan` (made by sfa_to_mn_major_plan) for a src and dst laid out as its own (shape, strides)
+    at other addresses: only the two address arguments change."""
+    import ctypes
+    return plan.rebound({0: ctypes.c_uint64(src.data_ptr()), 1: ctypes.c_uint64(dst.data_ptr())})
+
+
 def sfa_to_mn_major(src, dst, stream_handle: int) -> None:
     sfa_to_mn_major_plan(src, dst)(stream_handle)

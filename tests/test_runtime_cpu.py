@@ -580,6 +580,31 @@ def test_sfa_transpose_kernel_is_built_by_llvm_nvptx():
     assert res.cubin[:4] == b"\x7fELF" and res.resources.spill_stores == 0
 
 
+def test_sfa_transpose_replan_equals_a_fresh_plan(fake, monkeypatch):
+    """A re-pointed SFA transpose launch (a known layout's later plans) passes exactly what a plan
+    built for the new tensors would: grid, block, every argument."""
+    import torch
+    from dgir.runtime import utility_kernels as uk
+    monkeypatch.setattr(uk, "_function", lambda index: drv.Function(0xBEEF, "dgir_sfa_to_mn_major",
+                                                                    drv.Module(0xAAAA, 0, "d")))
+    m, kb = 200, 9
+
+    def operands():
+        return torch.rand(m, kb), torch.empty(kb, 204)[:, :m]
+
+    kept = operands()                     # alive, so that the second pair gets other addresses
+    first = uk.sfa_to_mn_major_plan(*kept)
+    src, dst = operands()
+    replanned, built = uk.sfa_to_mn_major_replan(first, src, dst), uk.sfa_to_mn_major_plan(src, dst)
+    fake.calls.clear()
+    replanned(0x5000)
+    built(0x5000)
+    (_, a), (_, b) = fake.calls
+    assert (a["grid"], a["block"]) == (b["grid"], b["block"])
+    values = [[x.value for x in plan.args] for plan in (replanned, built, first)]
+    assert values[0] == values[1] and values[0][:2] == [src.data_ptr(), dst.data_ptr()] != values[2][:2]
+
+
 def test_disk_cache_key_follows_the_emitted_ptx(tmp_path, monkeypatch):
     """Same IR, different PTX (an emitter change): a different cache entry, never a stale cubin."""
     from dgir import deep_gemm
