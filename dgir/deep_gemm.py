@@ -91,17 +91,17 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         plan = _plans.get(key)
     except Exception:       # malformed arguments (or unhashable recipe): the checks below say why
         key = plan = None
-    if plan is None:
+    if plan is None:        # (a plan made now is not cached if the stream captures: see _plan_cold)
         plan = _plan_cold(a, b, d, c, recipe, compiled_dims, key)
         if plan is None:    # an empty product
             return
-    launch, transpose, sfb_staging, index, buffers = plan
-    stream = _raw_stream(index)
-    if buffers and _stream_capturing(stream, index):
+    elif plan.buffers and _stream_capturing(_raw_stream(plan.index), plan.index):
         # a CUDA graph keeps the buffers' addresses for every replay; the cached plan's buffers would
         # be freed when the plan is evicted while the graph lives on.  A plan made now allocates them
         # from the graph's own memory pool, as torch's temporaries are.
-        launch, transpose, sfb_staging, index, _ = _plan_cold(a, b, d, c, recipe, compiled_dims, None)
+        plan = _plan_cold(a, b, d, c, recipe, compiled_dims, None)
+    launch, transpose, sfb_staging, index, _ = plan
+    stream = _raw_stream(index)
     if transpose is not None:
         transpose(stream)
     if sfb_staging is not None:

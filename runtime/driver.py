@@ -468,8 +468,9 @@ class LaunchPlan:
         self._home = _NO_HOME          # (stream, pdl, config reference) of the first launch, set once
 
     def rebound(self, changes: dict) -> "LaunchPlan":
-        """This launch (kernel, grid, block, shared memory, stream and PDL state) with the arguments
-        at the given positions replaced ({index: ctypes object or TensorMap}), nothing re-checked."""
+        """This launch (kernel, grid, block, shared memory) with the arguments at the given positions
+        replaced ({index: ctypes object or TensorMap}), nothing re-checked; no launch made yet, so
+        its configs per (stream, PDL) start afresh."""
         plan = LaunchPlan.__new__(LaunchPlan)
         plan.__dict__.update(self.__dict__)
         plan.args, plan.workspace = list(self.args), {}

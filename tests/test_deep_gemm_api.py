@@ -166,3 +166,22 @@ def test_the_capture_query_reads_the_launch_stream(monkeypatch, current):
     monkeypatch.setattr(deep_gemm, "stream_capturing", lambda stream: asked.append(("driver", stream)) or True)
     assert deep_gemm._stream_capturing(0x5000, 1) is True
     assert asked == (["torch"] if current == 1 else [("driver", 0x5000)])
+
+
+def test_a_new_call_inside_a_capture_makes_one_plan(monkeypatch):
+    """A call with no cached plan, made while the stream captures: its one new plan (which
+    _plan_cold leaves uncached when the stream captures) is launched; no second plan is made."""
+    launched, cold = [], []
+
+    class Launch:
+        def __call__(self, stream, pdl):
+            launched.append(stream)
+
+    A, sfa, B, sfb, d = good()
+    monkeypatch.setattr(deep_gemm, "_plans", {})
+    monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
+    monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda stream, index: True)
+    monkeypatch.setattr(deep_gemm, "_plan_cold", lambda *args: cold.append(args[-1])
+                        or deep_gemm._Plan(Launch(), None, None, 0, (torch.empty(4),)))
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    assert launched == [0x5000] and len(cold) == 1 and cold[0] is not None
