@@ -95,18 +95,34 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         plan = _plan_cold(a, b, d, c, recipe, compiled_dims, key)
         if plan is None:    # an empty product
             return
-    elif plan.buffers and _stream_capturing(_raw_stream(plan.index), plan.index):
-        # a CUDA graph keeps the buffers' addresses for every replay; the cached plan's buffers would
-        # be freed when the plan is evicted while the graph lives on.  A plan made now allocates them
-        # from the graph's own memory pool, as torch's temporaries are.
-        plan = _plan_cold(a, b, d, c, recipe, compiled_dims, None)
-    launch, transpose, sfb_staging, index, _ = plan
-    stream = _raw_stream(index)
+        stream = _raw_stream(plan.index)
+    else:
+        stream = _raw_stream(plan.index)
+        if plan.buffers and (stream != plan.stream or _stream_capturing(stream, plan.index)):
+            plan = _plan_for_stream(a, b, d, c, recipe, compiled_dims, key, stream, plan.index)
+    launch, transpose, sfb_staging, _, _, _ = plan
     if transpose is not None:
         transpose(stream)
     if sfb_staging is not None:
         sfb_staging.copy_(b[1])
     launch(stream, _pdl)
+
+
+def _plan_for_stream(a, b, d, c, recipe, compiled_dims, key, stream: int, index: int):
+    """The plan for a call whose cached plan owns buffers (staged scales, split-K partials and tile
+    counters) that serve another stream, or that is made while its stream captures a CUDA graph.
+
+    Buffers serve one stream: two launches of one plan running at once on two streams would share
+    the split-K tile counters, and one's arrivals counted into the other's could reduce a tile
+    before its partials are in, or leave a counter off zero for every later call.  So each stream
+    gets its own plan, cached under (key, stream).  A CUDA graph keeps the buffers' addresses for
+    every replay, and a cached plan's buffers are freed when the plan is evicted while the graph
+    lives on: a plan made during a capture allocates them from the graph's own memory pool, as
+    torch's temporaries are, and is not cached."""
+    if _stream_capturing(stream, index):
+        return _plan_cold(a, b, d, c, recipe, compiled_dims, None)
+    key = (key, stream)
+    return _plans.get(key) or _plan_cold(a, b, d, c, recipe, compiled_dims, key)
 
 
 def set_pdl(enable: bool) -> None:
@@ -197,19 +213,23 @@ class _Layout:
         else:   # tensors in this layout: the first plan's launch re-pointed at theirs
             launch = self.kernel.replan(self.first_launch, tensors, M)
         buffers = tuple(t for t in (sfa_staging, sfb_staging, *launch.workspace.values()) if t is not None)
-        return _Plan(launch, transpose, sfb_staging, device.index, buffers)
+        # the buffers serve the stream of the call that made the plan (see _plan_for_stream)
+        return _Plan(launch, transpose, sfb_staging, device.index, buffers,
+                     _raw_stream(device.index) if buffers else None)
 
 
 class _Plan(NamedTuple):
     """A validated call's launch: the GEMM's LaunchPlan, the SFA transpose into the plan's staging
     (None: SFA read in place), the SFB staging buffer (None: read in place), the device, and the
     device buffers the launches write or read that the plan owns and keeps alive (SFA and SFB
-    staging, split-K workspace; the launch plans hold only their addresses)."""
+    staging, split-K workspace; the launch plans hold only their addresses) and the stream those
+    buffers serve (None: no buffers)."""
     launch: object
     transpose: object
     sfb_staging: object
     index: int
     buffers: tuple
+    stream: object
 
 
 def _validate(a, b, d, c, recipe, compiled_dims):

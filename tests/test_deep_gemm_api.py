@@ -143,17 +143,60 @@ def test_a_graph_capture_does_not_reuse_a_cached_plans_buffers(monkeypatch, owns
 
     A, sfa, B, sfb, d = good()
     key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
-    cached = deep_gemm._Plan(Launch("cached"), None, None, 0, (torch.empty(4),) if owns_buffers else ())
+    cached = deep_gemm._Plan(Launch("cached"), None, None, 0, *(((torch.empty(4),), 0x5000) if owns_buffers
+                                                                else ((), None)))
     monkeypatch.setattr(deep_gemm, "_plans", {key: cached})
     monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
     monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda stream, index: capturing)
     cold = []
     monkeypatch.setattr(deep_gemm, "_plan_cold", lambda *args: cold.append(args[-1])
-                        or deep_gemm._Plan(Launch("capture's own"), None, None, 0, (torch.empty(4),)))
+                        or deep_gemm._Plan(Launch("capture's own"), None, None, 0, (torch.empty(4),), 0x5000))
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     assert launched == (["capture's own"] if replanned else ["cached"])
     assert cold == ([None] if replanned else [])          # key None: the capture's plan is not cached
     assert deep_gemm._plans == {key: cached}
+
+
+@pytest.mark.parametrize("owns_buffers", [True, False])
+def test_a_plans_buffers_serve_one_stream(monkeypatch, owns_buffers):
+    """A cached plan whose launch uses buffers it owns (split-K partials and tile counters, staged
+    scales) serves the stream it was made on; the same call on another stream gets a plan of its
+    own, cached under (key, stream), so launches on two streams at once never share tile counters.
+    A plan without buffers serves every stream."""
+    launched = []
+
+    class Launch:
+        def __init__(self, name):
+            self.name = name
+
+        def __call__(self, stream, pdl):
+            launched.append((self.name, stream))
+
+    A, sfa, B, sfb, d = good()
+    key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+    home = deep_gemm._Plan(Launch("home"), None, None, 0, *(((torch.empty(4),), 0x5000) if owns_buffers
+                                                           else ((), None)))
+    plans = {key: home}
+    monkeypatch.setattr(deep_gemm, "_plans", plans)
+    stream = [0x5000]
+    monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: stream[0])
+    monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda s, index: False)
+    cold = []
+
+    def plan_cold(a, b, d, c, recipe, compiled_dims, key):        # what _plan_cold caches
+        cold.append(key)
+        plans[key] = deep_gemm._Plan(Launch(f"own {stream[0]:#x}"), None, None, 0, (torch.empty(4),), stream[0])
+        return plans[key]
+    monkeypatch.setattr(deep_gemm, "_plan_cold", plan_cold)
+    for s in (0x5000, 0x6000, 0x6000, 0x5000, 0x7000):
+        stream[0] = s
+        deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    if owns_buffers:
+        assert launched == [("home", 0x5000), ("own 0x6000", 0x6000), ("own 0x6000", 0x6000),
+                            ("home", 0x5000), ("own 0x7000", 0x7000)]
+        assert cold == [(key, 0x6000), (key, 0x7000)]
+    else:
+        assert launched == [("home", s) for s in (0x5000, 0x6000, 0x6000, 0x5000, 0x7000)] and cold == []
 
 
 @pytest.mark.parametrize("current", [0, 1])
@@ -182,6 +225,6 @@ def test_a_new_call_inside_a_capture_makes_one_plan(monkeypatch):
     monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
     monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda stream, index: True)
     monkeypatch.setattr(deep_gemm, "_plan_cold", lambda *args: cold.append(args[-1])
-                        or deep_gemm._Plan(Launch(), None, None, 0, (torch.empty(4),)))
+                        or deep_gemm._Plan(Launch(), None, None, 0, (torch.empty(4),), 0x5000))
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     assert launched == [0x5000] and len(cold) == 1 and cold[0] is not None

@@ -201,6 +201,48 @@ def test_a_graph_replays_after_its_calls_plan_was_evicted(m):
     assert diff < 1e-3 and corrupted == 0
 
 
+def one_call_on_two_streams(rounds: int = 200):
+    """The same call (the same tensors) launched on two streams at once, `rounds` times, at
+    128x1024x7168, whose kernel sums split-K partials through a global workspace with tile counters
+    (the table's config).  Returns (calc_diff of D afterwards, how many counters of the workspaces
+    the launches used are off zero, calc_diff of a later call with new operand values, whether
+    the two streams' launches used distinct workspaces)."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    m, n, k = 128, 1024, 7168
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
+    d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize()
+    key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+    assert "LOCKS" in deep_gemm._plans[key].launch.workspace, "this shape's kernel no longer has tile counters"
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for _ in range(rounds):
+        for s in streams:
+            with torch.cuda.stream(s):
+                deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize()
+    first = calc_diff(d.double(), ref) if torch.isfinite(d).all() else float("inf")
+    used = [deep_gemm._plans.get((key, s.cuda_stream), deep_gemm._plans[key]) for s in streams]
+    locks = {id(p.launch.workspace["LOCKS"]): p.launch.workspace["LOCKS"] for p in [deep_gemm._plans[key], *used]}
+    off_zero = sum(int((t != 0).sum()) for t in locks.values())
+    A2, sfa2, B2, sfb2, ref2 = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
+    A.copy_(A2), sfa.copy_(sfa2), B.copy_(B2), sfb.copy_(sfb2), d.fill_(float("nan"))
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    torch.cuda.synchronize()
+    later = calc_diff(d.double(), ref2) if torch.isfinite(d).all() else float("inf")
+    distinct = used[0].launch.workspace["LOCKS"] is not used[1].launch.workspace["LOCKS"]
+    return first, off_zero, later, distinct
+
+
+def test_one_call_on_two_streams_at_once():
+    """A plan's split-K workspace serves one stream: the same call launched on two streams at once
+    uses one workspace per stream, so D stays right, every tile counter ends at zero and a later call
+    is right (with one shared workspace, one launch's arrivals count into the other's)."""
+    first, off_zero, later, distinct = one_call_on_two_streams()
+    assert distinct and off_zero == 0 and first < 1e-3 and later < 1e-3, (first, off_zero, later, distinct)
+
+
 def test_the_first_call_of_a_shape_may_be_inside_a_graph_capture():
     """In a fresh process (no kernel loaded), the first call of a shape made inside a capture under
     torch's default error mode compiles and loads its kernels (the GEMM's and, SFA row-major, the
