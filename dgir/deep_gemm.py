@@ -179,11 +179,12 @@ def _layout_key(A, sfa, B, sfb, d, recipe, compiled_dims):
 
 class _Layout:
     """The decisions of one validated argument layout: the kernel, and whether each scale tensor is
-    read in place or through a staging buffer the plan owns (refreshed every call)."""
+    read in place (SFA MN-major, or K-major by a kernel built to read it so) or through a staging
+    buffer the plan owns (refreshed every call)."""
 
-    def __init__(self, kernel, m: int, sfa_in_place: bool, sfb_in_place: bool, device):
+    def __init__(self, kernel, m: int, sfa_in_place: bool, sfb_in_place: bool, device, sfa_k_major: bool = False):
         self.kernel, self.m, self.device = kernel, m, device
-        self.sfa_in_place, self.sfb_in_place = sfa_in_place, sfb_in_place
+        self.sfa_in_place, self.sfb_in_place, self.sfa_k_major = sfa_in_place, sfb_in_place, sfa_k_major
         self.first_launch = None     # the layout's first launch plan, without its workspace: a pattern
         self.first_transpose = None  # the same for the SFA transpose (when SFA is staged)
 
@@ -193,7 +194,9 @@ class _Layout:
         # SFA in the kernel's layout: [ceil(K/128), M] rows of stride align(M, 4) (MN-major, TMA-aligned);
         # the tensor map covers exactly M columns, so nothing past the caller's tensor is read.
         sfa_staging = sfb_staging = transpose = None
-        if self.sfa_in_place:
+        if self.sfa_k_major:
+            sfa_storage = sfa
+        elif self.sfa_in_place:
             sfa_storage = torch.as_strided(sfa, (kb, M), (sfa.stride(1), 1))
         else:   # an LLVM-built SIMT kernel copies SFA into the plan's buffer (runtime/utility_kernels.py)
             from .runtime import utility_kernels
@@ -276,9 +279,25 @@ def _validate(a, b, d, c, recipe, compiled_dims):
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) != (9, 0):
         raise RuntimeError(f"fp8_gemm_nt: dgir's kernels are built for sm_90a (H100/H200); {device} is sm_{major}{minor}")
-    kernel = get_kernel("fp8_gemm_nt", M, N, K, device)
-    sfa_in_place = sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0
-    return _Layout(kernel, M, sfa_in_place, sfb.is_contiguous(), device)
+    mn_major = sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0
+    k_major = not mn_major and _sfa_k_major_in_place(sfa)
+    kernel = get_kernel("fp8_gemm_nt", M, N, K, device, sfa_major="k" if k_major else "mn")
+    return _Layout(kernel, M, mn_major or k_major, sfb.is_contiguous(), device, k_major)
+
+
+# SFA row-major [M, ceil(K/128)] (what per-token quantisation gives, DeepGEMM's usual input) is read in
+# place by a kernel variant (sfa_major="k") wherever TMA can address it; False: staged MN-major by the
+# transpose kernel, as every such SFA was before (bench/sfa_layouts.py times both)
+SFA_K_MAJOR_IN_PLACE = True
+
+
+def _sfa_k_major_in_place(sfa) -> bool:
+    """Whether the kernel can read this [M, KB] SFA in place through its 16-byte boxes of four K
+    blocks: rows contiguous, 16 bytes apart (a multiple of), a 16-byte aligned base, and at least
+    four K blocks (a box no wider than a row)."""
+    kb = sfa.shape[1]
+    return (SFA_K_MAJOR_IN_PLACE and sfa.stride(1) == 1 and sfa.stride(0) % 4 == 0 and sfa.stride(0) >= kb >= 4
+            and sfa.data_ptr() % 16 == 0)
 
 
 def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point
@@ -337,8 +356,9 @@ def _choice_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, ca
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,
-               sass_interleave: bool | None = None):
-    """Compile (or fetch) the kernel for this shape's config and load it on `device`.
+               sass_interleave: bool | None = None, sfa_major: str | None = None):
+    """Compile (or fetch) the kernel for this shape's config and load it on `device`; `sfa_major`
+    ("mn" or "k") sets how it reads SFA (default: as the config says, "mn" for every chosen one).
 
     Warm calls cost one dict look-up: the key is (op, config, device, variant)."""
     dev = device.index if isinstance(device, torch.device) and device.index is not None else torch.device(device).index
@@ -348,6 +368,9 @@ def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: st
     props = properties(dev)
     choice = None if config is not None else _choice(op, m, n, k, props, dev)
     cfg = config or choice.config
+    if sfa_major is not None:
+        from .ops.fp8_gemm import with_sfa_major
+        cfg = with_sfa_major(cfg, sfa_major)
     key = (op, cfg, dev, variant)
     kern = _kernels.get(key)
     if kern is None:

@@ -127,6 +127,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             want = 4 if len(n.args) == 4 else 2      # counters, tile [, count, skip]
         if n.op in (Op.PROMOTE, Op.MMA_SCALED) and len(n.args) == want + 1:
             want += 1                  # a third B scale (tiles that can touch three scale blocks)
+        if n.op is Op.SMEM_READ and len(n.args) == want + 1:
+            want += 1                  # the column of rows wider than one element (K-major A scales)
         if n.op is Op.RELEASE and len(n.args) == 3:
             want = 3                   # .., keep: the counter whose slot stays held (stage_in_ring_slot)
         if n.op in (Op.STAGE_OUT, Op.TMA_STORE) and len(n.args) > 1:

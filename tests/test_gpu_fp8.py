@@ -498,6 +498,30 @@ def test_sfa_in_any_layout(layout):
     assert torch.equal(t, sfa) and t.stride() == (1, (m + 3) // 4 * 4) and t.data_ptr() % 16 == 0
 
 
+ISSUE_CELLS = [(m, n, k) for m in (64, 128, 4096) for n, k in NK]
+
+
+@pytest.mark.parametrize("m,n,k", ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)],
+                         ids=[f"{m}x{n}x{k}" for m, n, k in ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)]])
+def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k):
+    """SFA [M, K/128] row-major (what per-token quantisation gives) with K a multiple of 512: the API
+    runs the kernel variant that reads it in place (no transpose launch, no staging buffer), and D
+    has the same bits as with SFA MN-major (the same scales feed the same FFMAs in the same order)."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
+    outs = []
+    for s in (sfa, deep_gemm.get_mn_major_tma_aligned_tensor(sfa)):
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        deep_gemm.fp8_gemm_nt((A, s), (B, sfb), d)
+        outs.append(d)
+        plan = deep_gemm._plans[deep_gemm._plan_key(A, s, B, sfb, d, None, None, "nk")]
+        assert plan.transpose is None and plan.launch.fn.name.endswith("_sfk") == (s is sfa), plan.launch.fn.name
+    torch.cuda.synchronize()
+    assert torch.isfinite(outs[0]).all() and calc_diff(outs[0].double(), ref) < 1e-3
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
 def _run_config(m, n, k, cfg, variant, passes=None, runs=1):
     """Launch one explicit config `runs` times on fresh random inputs, D poisoned before each launch:
     (the loaded kernel, the outputs, the float64 reference)."""

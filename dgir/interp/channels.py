@@ -217,10 +217,17 @@ class ChannelOps:
             raise InterpError(f"prefetch_tmap of unknown param {n.args}")
 
     def _smem_read(self, t: _Task, n: Node):
-        dst, ring, ctr = n.args
+        dst, ring, ctr = n.args[:3]
         r = self._reg(t, dst, "smem_read writes")
         slot = self._ring_read(t, ring, ctr, "smem_read")
         src = slot[self._rows(t, slot, "smem_read", n.get("wave"))]
+        if src.dim() == 2:       # rows wider than one element (a K-major A-scale ring's 16-byte TMA boxes)
+            if len(n.args) < 4:
+                raise InterpError(f"smem_read: %{ring} has rows of {src.shape[1]} elements; give the column")
+            col = self._int(t, n.args[3])
+            if not 0 <= col < src.shape[1]:
+                raise InterpError(f"smem_read: column {col} is outside the {src.shape[1]}-element rows of %{ring}")
+            src = src[:, col]
         if src.shape[0] != r.shape[0] or src.numel() != r.numel():
             raise InterpError(f"smem_read: rows {tuple(src.shape)} of %{ring} do not fit %{dst} {tuple(r.shape)}")
         r.copy_(src.reshape(r.shape).to(r.dtype))

@@ -1,7 +1,8 @@
 """fp8_gemm_nt: D[M, N] (bf16) = (A[M, K] * SFA) @ (B[N, K] * SFB)^T, DeepGEMM's SM90 1D2D recipe.
 
 A, B are e4m3 and K-major.  SFA is f32 per (row, 128-wide K block), stored MN-major as
-[ceil(K/128), align(M, 4)] (DeepGEMM's TMA-aligned layout); SFB is f32 per 128x128 block of B,
+[ceil(K/128), align(M, 4)] (DeepGEMM's TMA-aligned layout) or, with sfa_major="k", read in place as
+the [M, ceil(K/128)] row-major tensor quantisation gives; SFB is f32 per 128x128 block of B,
 [ceil(N/128), ceil(K/128)].  N, K and the tile config are compiled in; M is read at run time.
 
 The lowered IR states the algorithm, not the Hopper tricks: the mma role issues one
@@ -53,7 +54,7 @@ def align(a: int, b: int) -> int:
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",      # Fp8GemmConfig fields left
-               "early_epilogue": "on"}                                                               # out of key() at their default
+               "early_epilogue": "on", "sfa_major": "mn"}                                                               # out of key() at their default
 # where the API settles early_epilogue to "staging" for 256-row tiles (settle_early_epilogue; bench/TUNING.md
 # steps 94-95, 96): at any K up to EARLY_STORE_OFF_MAX_M (specs 194, 196: the early store ran 1.06-1.09x slower at
 # 512-1024 x 32768 x 512, the early staging alone 0.97-0.98x), and for tiles of at most EARLY_STORE_SHORT_K_BLOCKS
@@ -135,6 +136,13 @@ class Fp8GemmConfig:
                                  # TMA store run under wave 1's last wgmma (pass stage_first_wave_early);
                                  # "staging": its staging only; "off": the plain epilogue.  The API
                                  # settles it per call (settle_early_epilogue)
+    sfa_major: str = "mn"        # how the kernel reads SFA: "mn": [ceil(K/128), align(M, 4)] MN-major, one
+                                 # 4-byte scale per row and K block (DeepGEMM's TMA-aligned layout);
+                                 # "k": the caller's [M, ceil(K/128)] row-major tensor in place (rows a
+                                 # multiple of 16 bytes apart), read through 16-byte TMA boxes of four K
+                                 # blocks' scales (the one starting at kb - kb % 4: TMA boxes start on
+                                 # 16-byte boundaries), of which each stage uses column kb % 4: no
+                                 # transpose kernel before the GEMM.  The API picks it for such an SFA
 
     @property
     def math_wgs(self) -> int:
@@ -189,9 +197,10 @@ class Fp8GemmConfig:
         ring = "_dring" if self.staging == "ring" else ""
         tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
         late = {"off": "_late", "staging": "_estg"}.get(self.early_epilogue, "")
+        sfk = "_sfk" if self.sfa_major == "k" else ""
         order = f"_g{self.swizzle_group}" if self.swizzle_group != 16 else ""     # bands of the tile order
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{order}{tail}{late}")
+                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{order}{tail}{late}{sfk}")
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -403,9 +412,14 @@ def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
             for p in kernel.body if p.op is Op.PARAM and p.get("workspace")}
 
 
-def stage_bytes(block_m: int, block_n: int) -> int:
+# bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
+# in place, the smallest TMA box (16 bytes wide) lands four K blocks' scales per row
+SFA_ROW_BYTES = {"mn": 4, "k": 16}
+
+
+def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
     """A, B, the A scales and (stage_b_scales) the K block's B scales, each 128-byte aligned."""
-    return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * 4, 128) + 128
+    return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * SFA_ROW_BYTES[sfa_major], 128) + 128
 
 
 def smem_limit(ctas_per_sm: int = 1) -> int:
@@ -444,7 +458,8 @@ def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | N
     return None
 
 
-def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1, exchange: int = 0) -> int:
+def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: int = 1, exchange: int = 0,
+               sfa_major: str = "mn") -> int:
     """Ring stages that fit the shared memory; staging=False: D's staging tile takes none of it (the
     direct epilogue, split-K, or staging="ring"); exchange=split_k of a split-K over a cluster, whose
     receive buffer takes the staging tile's place."""
@@ -454,7 +469,7 @@ def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: in
         other = align(block_m * block_n * 2, 1024) if staging else 0
     fixed = other + 1024 + 2 * 16 * 8   # D staging or the receive buffer, slack, barriers
     # up to 12: deeper rings than 8 measured +2-5% for 64-row tiles at M <= 128 (bench/TUNING.md step 24)
-    return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n), MAX_STAGES)
+    return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n, sfa_major), MAX_STAGES)
 
 
 def exchange_bytes(block_n: int, split_k: int) -> int:
@@ -467,7 +482,16 @@ def max_stages_for(cfg: "Fp8GemmConfig") -> int:
     """max_stages for the shared memory this config's other buffers take."""
     staging = cfg.split_k == 1 and cfg.epilogue == "tma" and cfg.staging == "tile"
     return max_stages(cfg.block_m, cfg.block_n, staging=staging, ctas_per_sm=cfg.ctas_per_sm,
-                      exchange=cfg.split_k if cfg.split_cluster else 0)
+                      exchange=cfg.split_k if cfg.split_cluster else 0, sfa_major=cfg.sfa_major)
+
+
+def with_sfa_major(cfg: "Fp8GemmConfig", sfa_major: str) -> "Fp8GemmConfig":
+    """`cfg` reading SFA in the other layout: a K-major A-scale row takes 16 bytes of each stage
+    instead of 4, so the ring keeps at most the stages that still fit."""
+    if cfg.sfa_major == sfa_major:
+        return cfg
+    out = replace(cfg, sfa_major=sfa_major)
+    return replace(out, stages=min(cfg.stages, max_stages_for(out)))
 
 
 def check(m: int, n: int, k: int) -> None:
@@ -616,6 +640,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
             raise OpError("fp8_gemm_nt: promotion='rescaled' needs one 64-row wave per math warpgroup "
                           f"(block_m 64, 128 or 192) and no stream_k, got block_m={cfg.block_m}, "
                           f"stream_k={cfg.stream_k}")
+    if cfg.sfa_major not in SFA_ROW_BYTES:
+        raise OpError(f"fp8_gemm_nt: sfa_major must be 'mn' or 'k', got {cfg.sfa_major!r}")
     if cfg.staging not in ("tile", "ring"):
         raise OpError(f"fp8_gemm_nt: staging must be 'tile' or 'ring', got {cfg.staging!r}")
     if cfg.staging == "ring":
@@ -656,8 +682,12 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128,
               fit_m=fit((1, 8)))
     decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
-    decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
-              fit_m=fit((0, 4)))
+    if cfg.sfa_major == "k":     # [M, nkb] in place: a box of four K blocks' scales (16 bytes) per row
+        decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, ("M", nkb)), layout="rowmajor", box=(4, BM), swizzle=0,
+                  fit_m=fit((1, 4)))
+    else:
+        decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
+                  fit_m=fit((0, 4)))
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
     SK = cfg.split_k
     XC = cfg.split_cluster          # the K slices of a tile are one cluster (DSMEM reduction)
@@ -676,7 +706,9 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.PARAM, "LOCKS", type=Type(DType.i32, ("TILES",)), layout="rowmajor", workspace=True)
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
-    decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
+    # a row of the A-scale ring: this K block's scale (K-major: the box of four K blocks holding it)
+    sfa_row = SFA_ROW_BYTES[cfg.sfa_major] // 4
+    decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM, sfa_row) if sfa_row > 1 else (BM,)), stages=S)
     tma_epilogue = cfg.split_k == 1 and cfg.epilogue == "tma"
     # with BLOCK_N a multiple of 64 the staging tile is stored in 128B-swizzled 64-column panels:
     # the accumulator layout then writes it without bank conflicts, and TMA un-swizzles on the way out
@@ -813,7 +845,13 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             b.emit(Op.ACQUIRE, "", "ab", ctr)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "b_ring", "B", k0, n0)
-            b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
+            if cfg.sfa_major == "k":
+                # a TMA box starts on a 16-byte boundary of its row (the H200 faults otherwise): the
+                # four K blocks' scales from kb rounded down to a multiple of 4, kb's among them
+                first = b.scalar(Op.SUB, "sfa_kb", kb, b.scalar(Op.MOD, "sfa_kb_in_box", kb, 4))
+                b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", first, m0)
+            else:
+                b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
             b.emit(Op.COMMIT, "", "ab", ctr)
     if CL > 1:
         # the peer CTA arrives on this CTA's empty barriers until it has released its last slot:
@@ -842,8 +880,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             sbs = [b.emit(Op.LOAD_SCALE, f"sb{i}", "SFB", row, kb, type=Type(DType.f32)) for i, row in enumerate(sb_rows)]
             b.emit(Op.WAIT, "", "ab", ctr)
+            # K-major SFA: this K block's scale is column kb % 4 of each row's box
+            col = (b.scalar(Op.MOD, "sfa_col", kb, 4),) if cfg.sfa_major == "k" else ()
             for w, (acc, sfa) in enumerate(zip(accs, sfas)):
-                b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, wave=wave(w))
+                b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, *col, wave=wave(w))
                 b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, *sbs, n0, n=BN, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)

@@ -19,15 +19,23 @@ def _zero(self: Emitter, n: Node) -> None:
 
 
 def _smem_read(self: Emitter, n: Node) -> None:
-    dst, ring, ctr = n.args
+    """This thread's two rows (r, r + 8) of the slot; rows wider than one element (a K-major
+    A-scale ring's 16-byte TMA boxes of four K blocks) are read at the column the 4th arg gives."""
+    dst, ring, ctr = n.args[:3]
     b = self.b
     regs = self.tile(dst)
+    t = self.decls[ring].type
+    row_bytes = t.nbytes // t.shape[0]
     base = self.smem_addr(ring, ctr)
+    if len(n.args) > 3:
+        col = b.reg()
+        b(f"mad.lo.u32 {col}, {self.val(n.args[3])}, 4, {base};   // this K block's column of the box")
+        base = col
     row = b.reg()
     b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
-    b(f"mad.lo.u32 {row}, {row}, 4, {base};")
+    b(f"mad.lo.u32 {row}, {row}, {row_bytes}, {base};")
     b(f"ld.shared.f32 {regs[0]}, [{row}];")
-    b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
+    b(f"ld.shared.f32 {regs[1]}, [{row}+{8 * row_bytes}];      // row + 8")
 
 
 # A/B knob (bench/experiments.py variant "desc32"): build the K steps' descriptors from the 32-bit

@@ -1,0 +1,122 @@
+"""SFA read K-major in place (Fp8GemmConfig.sfa_major="k"): the caller's [M, ceil(K/128)] row-major
+scales through 16-byte TMA boxes of four K blocks, of which each stage's math uses the first.
+
+The variant must compute exactly what the MN-major kernel computes (the same scales feed the same
+FFMAs in the same order): bitwise-equal D on the CPU interpreter, over tile kinds, split-K, clusters,
+the shifted last m block and K tails; its PTX assembles; the API picks it only for an SFA TMA can
+address in place."""
+from dataclasses import replace
+
+import pytest
+import torch
+
+from dgir import deep_gemm
+from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kernel
+from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower, max_stages_for, stage_bytes, with_sfa_major
+from dgir.pipeline import pipeline, run_pipeline
+
+# (m, n, k, config fields): 64/128/192/256-row tiles, a K tail (K % 512 != 0: a box past the last K
+# block), split-K through the global workspace and over a cluster, clusters sharing A and B, a
+# shifted last m block, two CTAs per SM, M below one box
+CASES = [
+    (70, 96, 640, dict(block_m=64, block_n=48, stages=3)),
+    (130, 128, 384, dict(block_m=128, block_n=64, stages=2)),
+    (200, 256, 512, dict(block_m=192, block_n=128, stages=3)),
+    (300, 256, 384, dict(block_m=256, block_n=128, stages=3)),
+    (100, 192, 1024, dict(block_m=64, block_n=64, stages=3, split_k=4)),
+    (70, 96, 512, dict(block_m=64, block_n=32, stages=2, split_k=4, split_reduce="cluster")),
+    (256, 256, 512, dict(block_m=128, block_n=64, stages=2, cluster=2, multicast="A")),
+    (300, 128, 384, dict(block_m=128, block_n=64, stages=3, cluster=2, multicast="B")),
+    (77, 128, 512, dict(block_m=64, block_n=64, stages=2, m_tail="shift")),
+    (64, 160, 512, dict(block_m=64, block_n=32, stages=3, ctas_per_sm=2)),
+    (5, 64, 768, dict(block_m=64, block_n=64, stages=4)),
+]
+
+
+def _k_major_inputs(ins: dict, m: int) -> dict:
+    """The same values with SFA [M, KB] row-major (the MN-major inputs' [KB, align(M, 4)] transposed)."""
+    out = dict(ins)
+    out["SFA"] = ins["SFA"][:, :m].t().contiguous()
+    return out
+
+
+@pytest.mark.parametrize("m,n,k,fields", CASES, ids=[f"{m}x{n}x{k}-{'-'.join(f'{a}{b}' for a, b in f.items())}"
+                                                   for m, n, k, f in CASES])
+def test_k_major_sfa_gives_the_mn_major_kernels_bits(m, n, k, fields):
+    cfg = Fp8GemmConfig(n=n, k=k, num_sms=8, **fields)
+    kcfg = replace(cfg, sfa_major="k")
+    ins = fp8_gemm_inputs(m, n, k, seed=m + n + k)
+    if cfg.split_k > 1 and cfg.split_reduce == "global":
+        ins["W"] = torch.full((cfg.split_k, m, n), float("nan"))
+        ins["LOCKS"] = torch.zeros(-(-m // cfg.block_m) * -(-n // cfg.block_n), dtype=torch.int32)
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    mn = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), ins, seed=1)["D"]
+    kern = run_pipeline(lower(kcfg), pipeline("sm90a"), verify_each=True)
+    km = run_kernel(kern, _k_major_inputs(ins, m), seed=2)["D"]
+    assert torch.isfinite(km).all() and calc_diff(km.double(), ref) < 1e-5
+    assert torch.equal(km.view(torch.int16), mn.view(torch.int16))
+    sfa = kern.decl("SFA")
+    assert sfa.type.shape == ("M", cfg.k_blocks) and tuple(sfa.get("box")) == (4, cfg.block_m)
+
+
+def test_k_major_sfa_is_read_from_its_column_in_every_k_block():
+    """Scales that differ in every K block and row: a kernel reading the wrong column of its box (or a
+    wrong row stride) would be caught by the reference."""
+    m, n, k = 130, 128, 1280
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=128, block_n=128, stages=3, num_sms=4, sfa_major="k")
+    ins = fp8_gemm_inputs(m, n, k, seed=5, scale_exp=12.0)
+    ref = fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])
+    out = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), _k_major_inputs(ins, m))["D"]
+    assert calc_diff(out.double(), ref) < 1e-5
+    shifted = _k_major_inputs(ins, m)
+    shifted["SFA"] = torch.roll(shifted["SFA"], 1, dims=1)        # each K block given its neighbour's scales
+    wrong = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), shifted)["D"]
+    assert calc_diff(wrong.double(), ref) > 1e-2
+
+
+def test_the_k_major_kernel_assembles_and_names_itself():
+    from dgir.toolchain import assemble
+    from dgir.emitters.ptx import emit_ptx
+    for fields in (dict(block_m=64, block_n=64, stages=12), dict(block_m=256, block_n=128, stages=3, cluster=2),
+                   dict(block_m=64, block_n=32, stages=8, ctas_per_sm=2)):
+        cfg = with_sfa_major(Fp8GemmConfig(n=7168, k=7168, **fields), "k")
+        kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+        ptx = emit_ptx(kern)
+        res = assemble(ptx)
+        assert res.cubin and cfg.kernel_name().endswith("_sfk")
+        assert "+128];      // row + 8" in ptx       # 16-byte rows of the A-scale ring
+        assert kern.get("smem_bytes") <= 232448
+
+
+def test_with_sfa_major_keeps_the_stages_that_fit():
+    cfg = Fp8GemmConfig(n=7168, k=7168, block_m=64, block_n=64, stages=12)
+    k = with_sfa_major(cfg, "k")
+    assert k.sfa_major == "k" and k.stages == min(12, max_stages_for(k))
+    assert stage_bytes(64, 64, "k") - stage_bytes(64, 64) == 768
+    assert with_sfa_major(k, "k") is k and with_sfa_major(cfg, "mn") is cfg
+    assert cfg.key() == Fp8GemmConfig(n=7168, k=7168, block_m=64, block_n=64, stages=12).key()   # keys unchanged
+    assert k.key() != replace(k, sfa_major="mn").key()
+    with pytest.raises(OpError, match="sfa_major"):
+        check_config(replace(cfg, sfa_major="row"))
+
+
+def _sfa(m, kb, **how):
+    if how.get("transposed"):
+        return torch.empty(kb, m).t()
+    width = how.get("row", kb)
+    t = torch.empty(m * width + 4)[how.get("offset", 0):][:m * width].view(m, width)
+    return t[:, :kb]
+
+
+@pytest.mark.parametrize("m,kb,how,expected", [
+    (128, 56, {}, True),                      # contiguous, K = 7168
+    (64, 4, {}, True),                        # K = 512: one box per row
+    (128, 12, {"row": 16}, True),             # padded rows, 64 bytes apart
+    (128, 3, {}, False),                      # K = 384: fewer than four K blocks
+    (128, 14, {}, False),                     # K = 1792: rows 56 bytes apart (not a multiple of 16)
+    (128, 56, {"offset": 1}, False),          # 4 bytes off a 16-byte boundary
+    (128, 56, {"transposed": True}, False),   # column-major (the MN-major check's business)
+])
+def test_the_api_reads_sfa_k_major_only_where_tma_can(m, kb, how, expected):
+    sfa = _sfa(m, kb, **how)
+    assert deep_gemm._sfa_k_major_in_place(sfa) is expected
