@@ -285,10 +285,12 @@ def _validate(a, b, d, c, recipe, compiled_dims):
     return _Layout(kernel, M, mn_major or k_major, sfb.is_contiguous(), device, k_major)
 
 
-# SFA row-major [M, ceil(K/128)] (what per-token quantisation gives, DeepGEMM's usual input) is read in
-# place by a kernel variant (sfa_major="k") wherever TMA can address it; False: staged MN-major by the
-# transpose kernel, as every such SFA was before (bench/sfa_layouts.py times both)
-SFA_K_MAJOR_IN_PLACE = True
+# True: SFA row-major [M, ceil(K/128)] (what per-token quantisation gives, DeepGEMM's usual input) is read
+# in place by a kernel variant (sfa_major="k") wherever TMA can address it, with no transpose launch.
+# Off by default: its TMA boxes of 16-byte rows made the GEMM itself slower than the transpose it saves
+# (bench/sfa_layouts.py, bench/TUNING.md step 113: 1.16x the time of transpose + GEMM over the issue's
+# cells, 2.6x at 64x24576x1536), though the call's host cost drops to the MN-major call's
+SFA_K_MAJOR_IN_PLACE = False
 
 
 def _sfa_k_major_in_place(sfa) -> bool:

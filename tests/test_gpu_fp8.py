@@ -503,12 +503,15 @@ ISSUE_CELLS = [(m, n, k) for m in (64, 128, 4096) for n, k in NK]
 
 @pytest.mark.parametrize("m,n,k", ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)],
                          ids=[f"{m}x{n}x{k}" for m, n, k in ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)]])
-def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k):
-    """SFA [M, K/128] row-major (what per-token quantisation gives) with K a multiple of 512: the API
-    runs the kernel variant that reads it in place (no transpose launch, no staging buffer), and D
-    has the same bits as with SFA MN-major (the same scales feed the same FFMAs in the same order)."""
+def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k, monkeypatch):
+    """SFA [M, K/128] row-major (what per-token quantisation gives) with K a multiple of 512 and the
+    opt-in in-place read on: the API runs the kernel variant that reads it in place (no transpose
+    launch, no staging buffer), and D has the same bits as with SFA MN-major (the same scales feed
+    the same FFMAs in the same order)."""
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
+    monkeypatch.setattr(deep_gemm, "_layouts", {})
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
     outs = []
     for s in (sfa, deep_gemm.get_mn_major_tma_aligned_tensor(sfa)):

@@ -1,10 +1,12 @@
 """SFA read K-major in place (Fp8GemmConfig.sfa_major="k"): the caller's [M, ceil(K/128)] row-major
-scales through 16-byte TMA boxes of four K blocks, of which each stage's math uses the first.
+scales through 16-byte TMA boxes of four K blocks (starting at kb - kb % 4), of which each K block's
+math reads column kb % 4.
 
 The variant must compute exactly what the MN-major kernel computes (the same scales feed the same
 FFMAs in the same order): bitwise-equal D on the CPU interpreter, over tile kinds, split-K, clusters,
-the shifted last m block and K tails; its PTX assembles; the API picks it only for an SFA TMA can
-address in place."""
+the shifted last m block and K tails; its PTX assembles; with the opt-in on
+(deep_gemm.SFA_K_MAJOR_IN_PLACE; off by default, slower: TUNING.md step 113) the API picks it only
+for an SFA TMA can address in place."""
 from dataclasses import replace
 
 import pytest
@@ -117,6 +119,8 @@ def _sfa(m, kb, **how):
     (128, 56, {"offset": 1}, False),          # 4 bytes off a 16-byte boundary
     (128, 56, {"transposed": True}, False),   # column-major (the MN-major check's business)
 ])
-def test_the_api_reads_sfa_k_major_only_where_tma_can(m, kb, how, expected):
+def test_the_api_reads_sfa_k_major_only_where_tma_can(m, kb, how, expected, monkeypatch):
     sfa = _sfa(m, kb, **how)
+    assert deep_gemm._sfa_k_major_in_place(sfa) is False        # opt-in (TUNING.md step 113: slower)
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
     assert deep_gemm._sfa_k_major_in_place(sfa) is expected

@@ -142,7 +142,9 @@ class Fp8GemmConfig:
                                  # multiple of 16 bytes apart), read through 16-byte TMA boxes of four K
                                  # blocks' scales (the one starting at kb - kb % 4: TMA boxes start on
                                  # 16-byte boundaries), of which each stage uses column kb % 4: no
-                                 # transpose kernel before the GEMM.  The API picks it for such an SFA
+                                 # transpose kernel before the GEMM.  Opt-in (deep_gemm.SFA_K_MAJOR_IN_PLACE):
+                                 # the 16-byte boxes load slowly (TUNING.md step 113: up to 2.9x the
+                                 # MN-major kernel's time at small M, 1.03-1.06x at M = 4096)
 
     @property
     def math_wgs(self) -> int:
