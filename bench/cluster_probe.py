@@ -12,7 +12,7 @@ from ablations import pipeline_with  # noqa: E402
 from common import do_bench  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
-from dgir.gpu_run import calc_diff, fp8_inputs, kernel_tensors  # noqa: E402
+from dgir.gpu_run import calc_diff, fp8_inputs, kernel_plan  # noqa: E402
 from dgir.ir import Op, map_bodies  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig  # noqa: E402
 from dgir.passes import Pass  # noqa: E402
@@ -41,7 +41,7 @@ def main():
             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=s, cluster=cl)
             kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="probe-" + name,
                                         passes=passes)
-            plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+            plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
             st = torch.cuda.current_stream(dev).cuda_stream
             d.fill_(float("nan"))
             plan(st)

@@ -22,7 +22,7 @@ from common import calc_diff, copy_gbps, cublas_fp8_gemm, do_bench, header, writ
 import warm_call  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
-from dgir.gpu_run import fp8_inputs, kernel_tensors  # noqa: E402
+from dgir.gpu_run import fp8_inputs, kernel_plan  # noqa: E402
 from dgir.ops.fp8_gemm import ceil_div  # noqa: E402
 
 NK = [(2112, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048), (576, 7168)]
@@ -50,7 +50,7 @@ def launcher(m, n, k, device, A, sfa, B, sfb, d, passes=None, variant="default",
     stream = torch.cuda.current_stream(device).cuda_stream
     # one prebuilt plan (its own split-K workspace, encoded tensor maps), as the API's warm path:
     # kern.launch would allocate and zero a fresh workspace inside every timed call
-    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+    plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
     return kern, (lambda: plan(stream))
 
 

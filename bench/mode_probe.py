@@ -21,7 +21,7 @@ import torch
 from common import cublas_fp8_gemm, do_bench, header, write
 
 from dgir import deep_gemm
-from dgir.gpu_run import fp8_inputs, kernel_tensors
+from dgir.gpu_run import fp8_inputs, kernel_plan
 from dgir.ops.fp8_gemm import Fp8GemmConfig
 
 # (m, n, k, config): None is the API's config; the split of 7 puts 126 CTAs on the 132 SMs where the
@@ -37,7 +37,7 @@ def probe(m: int, n: int, k: int, config, device, allocations: int, repeats: int
     for a in range(allocations):
         A, sfa, B, sfb, _ = fp8_inputs(m, n, k, device, seed=1000 + a)
         d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=device)
-        plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+        plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
         run = lambda: plan(stream, False)  # noqa: E731
         run()
         torch.cuda.synchronize(device)
@@ -67,7 +67,7 @@ def per_call(device) -> list:
         A, sfa, B, sfb, _ = fp8_inputs(m, n, k, device, seed=7)
         d = torch.empty((m, n), dtype=torch.bfloat16, device=device)
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device)
-        plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+        plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
         for rep in range(3):
             out.append({"what": kern.result.name, "rep": rep,
                         "us": [t * 1e3 for t in tdb(lambda: plan(stream, False), warmup=25, rep=200, return_mode="all")]})

@@ -9,7 +9,7 @@ import torch
 from common import cublas_fp8_gemm  # bench/ (this script's folder is on sys.path)
 
 from dgir import deep_gemm
-from dgir.gpu_run import fp8_inputs, kernel_tensors
+from dgir.gpu_run import fp8_inputs, kernel_plan
 from dgir.ops.fp8_gemm import Fp8GemmConfig
 
 m, n, k = map(int, sys.argv[1].split(","))
@@ -35,7 +35,7 @@ else:
                         cluster=int(cl[0][0]) if cl else 1, multicast=cl[0][1:] if cl else "A")
 d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
 kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg)
-plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
 torch.cuda.synchronize()
 torch.cuda.profiler.start()
 for _ in range(3):

@@ -13,7 +13,7 @@ import sys
 import torch
 
 from dgir import deep_gemm
-from dgir.gpu_run import calc_diff, fp8_inputs, kernel_tensors
+from dgir.gpu_run import calc_diff, fp8_inputs, kernel_plan
 from dgir.ops.fp8_gemm import Fp8GemmConfig
 
 CONFIGS = [(300, 1000, 4096, 256, 128, 3, "1A"), (768, 7168, 2048, 128, 128, 5, "2A"),
@@ -27,7 +27,7 @@ def repeat(m, n, k, bm, bn, stages, cl, launches):
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, 1234)
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="stream_k")
     d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+    plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
     locks = plan.workspace["LOCKS"]
     first, bad = None, []
     for i in range(launches):

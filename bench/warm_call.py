@@ -63,13 +63,13 @@ def launch_cost(device, configs, calls: int = 2000) -> list:
     """Median host time of one prebuilt launch (LaunchPlan call, GPU queue drained before each) for
     explicit configs: what the driver's cuLaunchKernelEx costs for a kernel (e.g. a cluster kernel
     against a plain one of the same shape).  configs: [(m, Fp8GemmConfig)]."""
-    from dgir.gpu_run import kernel_tensors
+    from dgir.gpu_run import kernel_plan
     out = []
     for m, cfg in configs:
         A, sfa, B, sfb, _ = fp8_inputs(m, cfg.n, cfg.k, device, 0)
         d = torch.empty(m, cfg.n, dtype=torch.bfloat16, device=device)
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, cfg.n, cfg.k, device, config=cfg)
-        plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)
+        plan = kernel_plan(kern, A, sfa, B, sfb, d, m)
         stream = torch.cuda.current_stream(device).cuda_stream
         single = single_call_us(lambda: plan(stream), device, calls)
         out.append({"m": m, "kernel": kern.result.name, "launch_us": statistics.median(single) * 1e6})

@@ -63,6 +63,17 @@ def kernel_tensors(A, sfa, B, sfb, d) -> dict:
     return {"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}
 
 
+def kernel_plan(kern, A, sfa, B, sfb, d, m: int):
+    """A prebuilt launch (LaunchPlan) of a loaded fp8_gemm_nt kernel on these tensors.  A plan holds
+    addresses, not tensors: this one also keeps the SFA copy kernel_tensors may have made (the MN-major
+    TMA-aligned one), which would otherwise be freed, and its memory reused by the next allocation of
+    its size, while the plan still reads it.  The caller keeps A, B, D and SFB."""
+    tensors = kernel_tensors(A, sfa, B, sfb, d)
+    plan = kern.plan(tensors, m)
+    plan.workspace["SFA"] = tensors["SFA"]
+    return plan
+
+
 def launch_poisoned(kern, A, sfa, B, sfb):
     """One launch of a loaded fp8_gemm_nt kernel (deep_gemm.get_kernel) on torch's current stream,
     into a fresh D poisoned with NaN (an element the kernel never writes stays NaN); synchronised."""

@@ -692,7 +692,7 @@ def test_stream_k_matches_reference_and_is_bitwise_stable(m, n, k, bm, bn, stage
     """Cut tiles are summed in piece order whichever walker completes them: the same bits run after
     run, and the tile counters are back at zero after every launch (else the next would be wrong)."""
     from dgir import deep_gemm
-    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.gpu_run import fp8_inputs, kernel_plan
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, cluster=int(cl[0]), multicast=cl[1],
                         stream_k=True)
@@ -700,7 +700,7 @@ def test_stream_k_matches_reference_and_is_bitwise_stable(m, n, k, bm, bn, stage
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())
     kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, dev, config=cfg, variant="stream_k")
     d = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
-    plan = kern.plan(kernel_tensors(A, sfa, B, sfb, d), m)       # one workspace for every launch
+    plan = kernel_plan(kern, A, sfa, B, sfb, d, m)       # one workspace for every launch
     outs = []
     for _ in range(3):
         d.fill_(float("nan"))
