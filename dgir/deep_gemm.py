@@ -101,11 +101,23 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         if plan.buffers and (stream != plan.stream or _stream_capturing(stream, plan.index)):
             plan = _plan_for_stream(a, b, d, c, recipe, compiled_dims, key, stream, plan.index)
     launch, transpose, sfb_staging, _, _, _ = plan
+    staged = False
     if transpose is not None:
         transpose(stream)
+        staged = True
     if sfb_staging is not None:
         sfb_staging.copy_(b[1])
-    launch(stream, _pdl)
+        staged = True
+    # after a staging kernel the GEMM launches with PDL (when OVERLAP_STAGING): its CTAs start and set
+    # up while that kernel finishes, and wait for it (griddepcontrol.wait) before touching memory; the
+    # staging kernel itself was launched plainly, after all earlier work of the stream, so the GEMM
+    # sees that work too
+    launch(stream, _pdl or (staged and OVERLAP_STAGING and launch.pdl_capable))
+
+
+# the GEMM after a staging kernel (SFA transpose, SFB copy) overlaps its start with that kernel's end
+# (bench/sfa_layouts.py times it against serial launches, bench/TUNING.md step 113)
+OVERLAP_STAGING = True
 
 
 def _plan_for_stream(a, b, d, c, recipe, compiled_dims, key, stream: int, index: int):

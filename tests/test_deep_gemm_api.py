@@ -228,3 +228,34 @@ def test_a_new_call_inside_a_capture_makes_one_plan(monkeypatch):
                         or deep_gemm._Plan(Launch(), None, None, 0, (torch.empty(4),), 0x5000))
     deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
     assert launched == [0x5000] and len(cold) == 1 and cold[0] is not None
+
+
+@pytest.mark.parametrize("transpose,sfb_staged,overlap,capable,expected", [
+    (True, False, True, True, True), (False, True, True, True, True), (False, False, True, True, False),
+    (True, False, False, True, False), (True, False, True, False, False)])
+def test_the_gemm_after_a_staging_kernel_launches_with_pdl(monkeypatch, transpose, sfb_staged, overlap, capable,
+                                                           expected):
+    """After an SFA transpose or SFB copy in the same call, the GEMM launches with PDL (it waits for
+    that kernel before touching memory) when OVERLAP_STAGING is on and the kernel was built for PDL;
+    otherwise, and with set_pdl off, it launches plainly."""
+    launched = []
+
+    class Launch:
+        pdl_capable = capable
+
+        def __call__(self, stream, pdl):
+            launched.append(("gemm", pdl))
+
+    A, sfa, B, sfb, d = good()
+    key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+    staging = torch.empty(sfb.shape) if sfb_staged else None
+    plan = deep_gemm._Plan(Launch(), (lambda stream: launched.append(("transpose", None))) if transpose else None,
+                           staging, 0, (), None)
+    monkeypatch.setattr(deep_gemm, "_plans", {key: plan})
+    monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
+    monkeypatch.setattr(deep_gemm, "OVERLAP_STAGING", overlap)
+    deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+    assert launched[-1] == ("gemm", expected)
+    assert launched[0] == (("transpose", None) if transpose else ("gemm", expected))
+    if sfb_staged:
+        assert torch.equal(staging, sfb)
