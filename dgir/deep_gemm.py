@@ -101,13 +101,11 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
         if plan.buffers and (stream != plan.stream or _stream_capturing(stream, plan.index)):
             plan = _plan_for_stream(a, b, d, c, recipe, compiled_dims, key, stream, plan.index)
     launch, transpose, sfb_staging, _, _, _ = plan
-    staged = False
     if transpose is not None:
         transpose(stream)
-        staged = True
     if sfb_staging is not None:
         sfb_staging.copy_(b[1])
-        staged = True
+    staged = transpose is not None or sfb_staging is not None
     # after a staging kernel the GEMM launches with PDL (when OVERLAP_STAGING): its CTAs start and set
     # up while that kernel finishes, and wait for it (griddepcontrol.wait) before touching memory; the
     # staging kernel itself was launched plainly, after all earlier work of the stream, so the GEMM
@@ -190,13 +188,13 @@ def _layout_key(A, sfa, B, sfb, d, recipe, compiled_dims):
 
 
 class _Layout:
-    """The decisions of one validated argument layout: the kernel, and whether each scale tensor is
-    read in place (SFA MN-major, or K-major by a kernel built to read it so) or through a staging
-    buffer the plan owns (refreshed every call)."""
+    """The decisions of one validated argument layout: the kernel, and how each scale tensor is read:
+    SFA in place as "mn" (MN-major, TMA-aligned) or "k" (row-major, by a kernel built to read it so),
+    or None: through a staging buffer the plan owns (refreshed every call); SFB in place or staged."""
 
-    def __init__(self, kernel, m: int, sfa_in_place: bool, sfb_in_place: bool, device, sfa_k_major: bool = False):
+    def __init__(self, kernel, m: int, sfa_in_place: str | None, sfb_in_place: bool, device):
         self.kernel, self.m, self.device = kernel, m, device
-        self.sfa_in_place, self.sfb_in_place, self.sfa_k_major = sfa_in_place, sfb_in_place, sfa_k_major
+        self.sfa_in_place, self.sfb_in_place = sfa_in_place, sfb_in_place
         self.first_launch = None     # the layout's first launch plan, without its workspace: a pattern
         self.first_transpose = None  # the same for the SFA transpose (when SFA is staged)
 
@@ -206,9 +204,9 @@ class _Layout:
         # SFA in the kernel's layout: [ceil(K/128), M] rows of stride align(M, 4) (MN-major, TMA-aligned);
         # the tensor map covers exactly M columns, so nothing past the caller's tensor is read.
         sfa_staging = sfb_staging = transpose = None
-        if self.sfa_k_major:
+        if self.sfa_in_place == "k":
             sfa_storage = sfa
-        elif self.sfa_in_place:
+        elif self.sfa_in_place == "mn":
             sfa_storage = torch.as_strided(sfa, (kb, M), (sfa.stride(1), 1))
         else:   # an LLVM-built SIMT kernel copies SFA into the plan's buffer (runtime/utility_kernels.py)
             from .runtime import utility_kernels
@@ -291,10 +289,12 @@ def _validate(a, b, d, c, recipe, compiled_dims):
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) != (9, 0):
         raise RuntimeError(f"fp8_gemm_nt: dgir's kernels are built for sm_90a (H100/H200); {device} is sm_{major}{minor}")
-    mn_major = sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0
-    k_major = not mn_major and _sfa_k_major_in_place(sfa)
-    kernel = get_kernel("fp8_gemm_nt", M, N, K, device, sfa_major="k" if k_major else "mn")
-    return _Layout(kernel, M, mn_major or k_major, sfb.is_contiguous(), device, k_major)
+    if sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0:
+        sfa_in_place = "mn"
+    else:
+        sfa_in_place = "k" if _sfa_k_major_in_place(sfa) else None
+    kernel = get_kernel("fp8_gemm_nt", M, N, K, device, sfa_major="k" if sfa_in_place == "k" else "mn")
+    return _Layout(kernel, M, sfa_in_place, sfb.is_contiguous(), device)
 
 
 # True: SFA row-major [M, ceil(K/128)] (what per-token quantisation gives, DeepGEMM's usual input) is read

@@ -89,7 +89,7 @@ def test_new_addresses_in_a_validated_layout_skip_the_validation(monkeypatch):
         validated.append(d.data_ptr())
         if d.data_ptr() % 16 or d.stride(0) != d.shape[1]:
             raise ValueError("d refused")
-        return deep_gemm._Layout(Kernel(), a[0].shape[0], True, True, d.device)
+        return deep_gemm._Layout(Kernel(), a[0].shape[0], "mn", True, d.device)
 
     monkeypatch.setattr(deep_gemm, "_validate", validate)
     monkeypatch.setattr(deep_gemm, "_layouts", {})
