@@ -41,9 +41,16 @@ def single_call_us(call, device, calls: int) -> list:
 def measure(device, calls: int = 2000) -> dict:
     A, sfa, B, sfb, _ = fp8_inputs(128, 2112, 7168, device, 0)
     out = {}
-    for layout, s in (("mn_major_sfa", deep_gemm.get_mn_major_tma_aligned_tensor(sfa)), ("row_major_sfa", sfa)):
+    # row_major_sfa: staged by the transpose launch; row_major_sfa_in_place: read by the K-major kernel
+    # (deep_gemm.SFA_K_MAJOR_IN_PLACE on for that layout, a copy of SFA so that it gets a plan of its own)
+    for layout, s, in_place in (("mn_major_sfa", deep_gemm.get_mn_major_tma_aligned_tensor(sfa), False),
+                                ("row_major_sfa", sfa, False), ("row_major_sfa_in_place", sfa.clone(), True)):
+        kept, deep_gemm.SFA_K_MAJOR_IN_PLACE = deep_gemm.SFA_K_MAJOR_IN_PLACE, in_place
+        deep_gemm._layouts.clear()
         d = torch.empty(128, 2112, dtype=torch.bfloat16, device=device)
         call = lambda: deep_gemm.fp8_gemm_nt((A, s), (B, sfb), d)  # noqa: E731
+        call()
+        deep_gemm.SFA_K_MAJOR_IN_PLACE = kept
         single = single_call_us(call, device, calls)
         t0 = time.perf_counter()
         for _ in range(calls // 2):

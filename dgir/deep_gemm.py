@@ -297,21 +297,17 @@ def _validate(a, b, d, c, recipe, compiled_dims):
     return _Layout(kernel, M, sfa_in_place, sfb.is_contiguous(), device)
 
 
-# True: SFA row-major [M, ceil(K/128)] (what per-token quantisation gives, DeepGEMM's usual input) is read
-# in place by a kernel variant (sfa_major="k") wherever TMA can address it, with no transpose launch.
-# Off by default: its TMA boxes of 16-byte rows made the GEMM itself slower than the transpose it saves
-# (bench/sfa_layouts.py, bench/TUNING.md step 113: 1.16x the time of transpose + GEMM over the issue's
-# cells, 2.6x at 64x24576x1536), though the call's host cost drops to the MN-major call's
+# True: SFA row-major [M, ceil(K/128)] and contiguous (what per-token quantisation gives, DeepGEMM's usual
+# input) is read in place by a kernel variant (sfa_major="k") whose math threads load their rows' scales
+# through L1, with no transpose launch before the GEMM (bench/sfa_layouts.py, bench/TUNING.md step 114)
 SFA_K_MAJOR_IN_PLACE = False
 
 
 def _sfa_k_major_in_place(sfa) -> bool:
-    """Whether the kernel can read this [M, KB] SFA in place through its 16-byte boxes of four K
-    blocks: rows contiguous, 16 bytes apart (a multiple of), a 16-byte aligned base, and at least
-    four K blocks (a box no wider than a row)."""
+    """Whether the K-major kernel can read this [M, KB] SFA in place: row-major and contiguous (the
+    kernel's row stride is KB, compiled in) at a 4-byte aligned address."""
     kb = sfa.shape[1]
-    return (SFA_K_MAJOR_IN_PLACE and sfa.stride(1) == 1 and sfa.stride(0) % 4 == 0 and sfa.stride(0) >= kb >= 4
-            and sfa.data_ptr() % 16 == 0)
+    return SFA_K_MAJOR_IN_PLACE and sfa.stride(1) == 1 and sfa.stride(0) == kb and sfa.data_ptr() % 4 == 0
 
 
 def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point

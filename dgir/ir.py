@@ -88,6 +88,10 @@ class Op(enum.Enum):
     TMA_STORE = "tma_store"      # args: param, smem, coords
     TMA_STORE_WAIT = "tma_store_wait"
     SMEM_READ = "smem_read"      # register tile <- this warpgroup's rows of a ring slot (scales)
+    LOAD_ROW_SCALES = "load_row_scales"  # register tile <- this warpgroup's rows of column `col` of a global
+                                 # row-major f32 [rows, C] param (A scales read in place, through L1);
+                                 # args: dst, param, m0, col, rows (a row past `rows` reads row rows - 1);
+                                 # attr prefetch=D: also pull column col + D of those rows into L1
     STAGE_OUT = "stage_out"      # convert a register tile and write it to the smem staging tile
     SYNC = "sync"                # named barrier of the warpgroup's own threads (store role: its staging rows)
     TURN = "turn"                # the warpgroups of a region take turns in a ring (wgmma issue order); attrs:
@@ -165,7 +169,7 @@ SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD,
 ROLES = ("load", "mma", "store", "other")
 # ops that read or write global memory other than the kernel's own trace buffer: under programmatic
 # dependent launch each must come after its region's grid_wait (verifier)
-GLOBAL_ACCESS = {Op.TMA_LOAD, Op.STAGE_SCALE, Op.LOAD_SCALE, Op.TMA_STORE, Op.STORE_DIRECT, Op.SPLIT_STORE,
+GLOBAL_ACCESS = {Op.TMA_LOAD, Op.STAGE_SCALE, Op.LOAD_SCALE, Op.LOAD_ROW_SCALES, Op.TMA_STORE, Op.STORE_DIRECT, Op.SPLIT_STORE,
                  Op.SPLIT_ARRIVE, Op.SPLIT_REDUCE, Op.SPLIT_PEEK, Op.SPLIT_GATHER, Op.SPLIT_RESET, Op.PARTIAL_REDUCE}
 
 

@@ -20,7 +20,7 @@ KINDS = {
     "wait": ("wait / barrier", "#9c9c9c", {Op.ACQUIRE, Op.COMMIT, Op.WAIT, Op.RELEASE, Op.WGMMA_WAIT,
                                           Op.SYNC, Op.TMA_STORE_WAIT, Op.DRAIN}),
     "wgmma": ("wgmma", "#59a14f", {Op.WGMMA, Op.MMA_SCALED}),
-    "promote": ("promote / scales", "#f28e2b", {Op.PROMOTE, Op.SMEM_READ, Op.LOAD_SCALE, Op.SMEM_SCALAR, Op.SCALE,
+    "promote": ("promote / scales", "#f28e2b", {Op.PROMOTE, Op.SMEM_READ, Op.LOAD_ROW_SCALES, Op.LOAD_SCALE, Op.SMEM_SCALAR, Op.SCALE,
                                                 Op.ZERO}),
     "store": ("store", "#e15759", {Op.STAGE_OUT, Op.TMA_STORE}),
 }

@@ -12,12 +12,12 @@ L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_uncha
 # which role may issue which op (ops not listed may appear in any role)
 ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
            Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
-           Op.PROMOTE: "mma", Op.SMEM_READ: "mma", Op.RESCALE: "mma", Op.APPLY_SCALE: "mma",
+           Op.PROMOTE: "mma", Op.SMEM_READ: "mma", Op.LOAD_ROW_SCALES: "mma", Op.RESCALE: "mma", Op.APPLY_SCALE: "mma",
            Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store",
            Op.SPLIT_STORE: "store", Op.SPLIT_ARRIVE: "store", Op.SPLIT_REDUCE: "store", Op.SPLIT_GATHER: "store", Op.SPLIT_PEEK: "store", Op.SPLIT_RESET: "store",
            Op.STORE_DIRECT: "store", Op.PARTIAL_PUBLISH: "store", Op.PARTIAL_REDUCE: "store", Op.PARTIAL_RECLAIM: "store"}
 ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.STAGE_SCALE: 7, Op.SMEM_SCALAR: 3, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
-         Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.RESCALE: 6, Op.APPLY_SCALE: 2, Op.SMEM_READ: 3, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
+         Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.RESCALE: 6, Op.APPLY_SCALE: 2, Op.SMEM_READ: 3, Op.LOAD_ROW_SCALES: 5, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
          Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
          Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 5, Op.SPLIT_PEEK: 3, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
          Op.TIMESTAMP: 1, Op.GRID_WAIT: 0, Op.LAUNCH_DEPENDENTS: 0, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
@@ -127,8 +127,6 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             want = 4 if len(n.args) == 4 else 2      # counters, tile [, count, skip]
         if n.op in (Op.PROMOTE, Op.MMA_SCALED) and len(n.args) == want + 1:
             want += 1                  # a third B scale (tiles that can touch three scale blocks)
-        if n.op is Op.SMEM_READ and len(n.args) == want + 1:
-            want += 1                  # the column of rows wider than one element (K-major A scales)
         if n.op is Op.RELEASE and len(n.args) == 3:
             want = 3                   # .., keep: the counter whose slot stays held (stage_in_ring_slot)
         if n.op in (Op.STAGE_OUT, Op.TMA_STORE) and len(n.args) > 1:

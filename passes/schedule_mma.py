@@ -7,17 +7,18 @@ from . import Pass
 
 # Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
 LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
-           Op.PROMOTE: 64, Op.RESCALE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30}
+           Op.PROMOTE: 64, Op.RESCALE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30,
+           Op.LOAD_ROW_SCALES: 40}      # an L1 hit: the line was prefetched K blocks before
 SCALE_READS = (Op.LOAD_SCALE, Op.SMEM_SCALAR)
 # B-scale reads issue with the wgmma so their latency hides behind it (the promote reads them)
-ISSUE = SCALE_READS + (Op.WAIT, Op.SMEM_READ, Op.RESCALE, Op.WGMMA)   # start tensor-core work (promotion
+ISSUE = SCALE_READS + (Op.LOAD_ROW_SCALES, Op.WAIT, Op.SMEM_READ, Op.RESCALE, Op.WGMMA)   # start tensor-core work (promotion
                                                                     # "rescaled": the wgmma needs the rescale)
 RETIRE = (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)             # finish it on the CUDA cores
 
 
 class ScheduleMma(Pass):
     """The default scheduler of the math k-loop.  It writes schedule *data* only: `stage` (0 = issue:
-    load the B scales, wait for the ring slot, read the A scales, issue the wgmma; 1 = retire: wait
+    load the B scales (and K-major A scales), wait for the ring slot, read the A scales, issue the wgmma; 1 = retire: wait
     for the wgmma, release the slot, promote; B-scale loads move to stage 1 when the tile straddles
     two B-scale blocks, whose extra live scales would spill), `order` (position within the loop body) and
     `latency` on each op of any k-loop that issues a wgmma.  Scalar index ops get no stage: the

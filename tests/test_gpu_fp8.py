@@ -501,13 +501,17 @@ def test_sfa_in_any_layout(layout):
 ISSUE_CELLS = [(m, n, k) for m in (64, 128, 4096) for n, k in NK]
 
 
-@pytest.mark.parametrize("m,n,k", ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)],
-                         ids=[f"{m}x{n}x{k}" for m, n, k in ISSUE_CELLS + [(257, 8, 4096), (8, 27032, 4608)]])
+K_MAJOR_EXTRA = [(257, 8, 4096), (8, 27032, 4608), (100, 256, 384), (200, 7168, 1792), (4097, 2112, 7168)]
+
+
+@pytest.mark.parametrize("m,n,k", ISSUE_CELLS + K_MAJOR_EXTRA,
+                         ids=[f"{m}x{n}x{k}" for m, n, k in ISSUE_CELLS + K_MAJOR_EXTRA])
 def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k, monkeypatch):
-    """SFA [M, K/128] row-major (what per-token quantisation gives) with K a multiple of 512 and the
-    opt-in in-place read on: the API runs the kernel variant that reads it in place (no transpose
+    """SFA [M, K/128] row-major and contiguous (what per-token quantisation gives) with the in-place
+    read on: the API runs the kernel variant whose math threads read it in place (no transpose
     launch, no staging buffer), and D has the same bits as with SFA MN-major (the same scales feed
-    the same FFMAs in the same order)."""
+    the same FFMAs in the same order); rows of 12 and 56 bytes (K = 384, 1792), a last m block of
+    one row."""
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs
     monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)

@@ -1,12 +1,11 @@
-"""SFA read K-major in place (Fp8GemmConfig.sfa_major="k"): the caller's [M, ceil(K/128)] row-major
-scales through 16-byte TMA boxes of four K blocks (starting at kb - kb % 4), of which each K block's
-math reads column kb % 4.
+"""SFA read K-major in place (Fp8GemmConfig.sfa_major="k"): the math threads load their rows' scales
+of each K block from the caller's contiguous [M, ceil(K/128)] row-major tensor (through L1, a column
+prefetched a few K blocks ahead), rows past M clamped to row M - 1.
 
 The variant must compute exactly what the MN-major kernel computes (the same scales feed the same
 FFMAs in the same order): bitwise-equal D on the CPU interpreter, over tile kinds, split-K, clusters,
 the shifted last m block and K tails; its PTX assembles; with the opt-in on
-(deep_gemm.SFA_K_MAJOR_IN_PLACE; off by default, slower: TUNING.md step 113) the API picks it only
-for an SFA TMA can address in place."""
+(deep_gemm.SFA_K_MAJOR_IN_PLACE) the API picks it only for an SFA the kernel can address in place."""
 from dataclasses import replace
 
 import pytest
@@ -17,9 +16,9 @@ from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kern
 from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower, max_stages_for, stage_bytes, with_sfa_major
 from dgir.pipeline import pipeline, run_pipeline
 
-# (m, n, k, config fields): 64/128/192/256-row tiles, a K tail (K % 512 != 0: a box past the last K
-# block), split-K through the global workspace and over a cluster, clusters sharing A and B, a
-# shifted last m block, two CTAs per SM, M below one box
+# (m, n, k, config fields): 64/128/192/256-row tiles, K of 3-8 blocks (prefetches clamped at the last
+# column), split-K through the global workspace and over a cluster, clusters sharing A and B, a
+# shifted last m block, two CTAs per SM, M below one tile (rows past M clamped)
 CASES = [
     (70, 96, 640, dict(block_m=64, block_n=48, stages=3)),
     (130, 128, 384, dict(block_m=128, block_n=64, stages=2)),
@@ -58,12 +57,13 @@ def test_k_major_sfa_gives_the_mn_major_kernels_bits(m, n, k, fields):
     assert torch.isfinite(km).all() and calc_diff(km.double(), ref) < 1e-5
     assert torch.equal(km.view(torch.int16), mn.view(torch.int16))
     sfa = kern.decl("SFA")
-    assert sfa.type.shape == ("M", cfg.k_blocks) and tuple(sfa.get("box")) == (4, cfg.block_m)
+    assert sfa.type.shape == ("M", cfg.k_blocks) and sfa.get("box") is None      # a pointer, no tensor map
+    assert "sfa_ring" not in {n.name for n in kern.body}
 
 
 def test_k_major_sfa_is_read_from_its_column_in_every_k_block():
-    """Scales that differ in every K block and row: a kernel reading the wrong column of its box (or a
-    wrong row stride) would be caught by the reference."""
+    """Scales that differ in every K block and row: a kernel reading the wrong column (or a wrong row)
+    would be caught by the reference."""
     m, n, k = 130, 128, 1280
     cfg = Fp8GemmConfig(n=n, k=k, block_m=128, block_n=128, stages=3, num_sms=4, sfa_major="k")
     ins = fp8_gemm_inputs(m, n, k, seed=5, scale_exp=12.0)
@@ -86,7 +86,8 @@ def test_the_k_major_kernel_assembles_and_names_itself():
         ptx = emit_ptx(kern)
         res = assemble(ptx)
         assert res.cubin and cfg.kernel_name().endswith("_sfk")
-        assert "+128];      // row + 8" in ptx       # 16-byte rows of the A-scale ring
+        assert "prefetch.global.L1" in ptx and "rows past M read row M - 1" in ptx
+        assert "+32];      // row + 8" not in ptx      # no A-scale reads from shared memory
         assert kern.get("smem_bytes") <= 232448
 
 
@@ -94,7 +95,7 @@ def test_with_sfa_major_keeps_the_stages_that_fit():
     cfg = Fp8GemmConfig(n=7168, k=7168, block_m=64, block_n=64, stages=12)
     k = with_sfa_major(cfg, "k")
     assert k.sfa_major == "k" and k.stages == min(12, max_stages_for(k))
-    assert stage_bytes(64, 64, "k") - stage_bytes(64, 64) == 768
+    assert stage_bytes(64, 64) - stage_bytes(64, 64, "k") == 256         # no A-scale slot in the ring
     assert with_sfa_major(k, "k") is k and with_sfa_major(cfg, "mn") is cfg
     assert cfg.key() == Fp8GemmConfig(n=7168, k=7168, block_m=64, block_n=64, stages=12).key()   # keys unchanged
     assert k.key() != replace(k, sfa_major="mn").key()
@@ -112,15 +113,15 @@ def _sfa(m, kb, **how):
 
 @pytest.mark.parametrize("m,kb,how,expected", [
     (128, 56, {}, True),                      # contiguous, K = 7168
-    (64, 4, {}, True),                        # K = 512: one box per row
-    (128, 12, {"row": 16}, True),             # padded rows, 64 bytes apart
-    (128, 3, {}, False),                      # K = 384: fewer than four K blocks
-    (128, 14, {}, False),                     # K = 1792: rows 56 bytes apart (not a multiple of 16)
-    (128, 56, {"offset": 1}, False),          # 4 bytes off a 16-byte boundary
+    (64, 4, {}, True),                        # K = 512
+    (128, 3, {}, True),                       # K = 384: rows 12 bytes apart
+    (128, 14, {"offset": 1}, True),           # 4 bytes off a 16-byte boundary
+    (128, 12, {"row": 16}, False),            # padded rows (the kernel's row stride is KB)
     (128, 56, {"transposed": True}, False),   # column-major (the MN-major check's business)
 ])
-def test_the_api_reads_sfa_k_major_only_where_tma_can(m, kb, how, expected, monkeypatch):
+def test_the_api_reads_sfa_k_major_only_where_the_kernel_can(m, kb, how, expected, monkeypatch):
     sfa = _sfa(m, kb, **how)
-    assert deep_gemm._sfa_k_major_in_place(sfa) is False        # opt-in (TUNING.md step 113: slower)
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", False)
+    assert deep_gemm._sfa_k_major_in_place(sfa) is False
     monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
     assert deep_gemm._sfa_k_major_in_place(sfa) is expected

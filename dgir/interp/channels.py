@@ -217,20 +217,33 @@ class ChannelOps:
             raise InterpError(f"prefetch_tmap of unknown param {n.args}")
 
     def _smem_read(self, t: _Task, n: Node):
-        dst, ring, ctr = n.args[:3]
+        dst, ring, ctr = n.args
         r = self._reg(t, dst, "smem_read writes")
         slot = self._ring_read(t, ring, ctr, "smem_read")
         src = slot[self._rows(t, slot, "smem_read", n.get("wave"))]
-        if src.dim() == 2:       # rows wider than one element (a K-major A-scale ring's 16-byte TMA boxes)
-            if len(n.args) < 4:
-                raise InterpError(f"smem_read: %{ring} has rows of {src.shape[1]} elements; give the column")
-            col = self._int(t, n.args[3])
-            if not 0 <= col < src.shape[1]:
-                raise InterpError(f"smem_read: column {col} is outside the {src.shape[1]}-element rows of %{ring}")
-            src = src[:, col]
         if src.shape[0] != r.shape[0] or src.numel() != r.numel():
             raise InterpError(f"smem_read: rows {tuple(src.shape)} of %{ring} do not fit %{dst} {tuple(r.shape)}")
         r.copy_(src.reshape(r.shape).to(r.dtype))
+
+    def _load_row_scales(self, t: _Task, n: Node):
+        """This warpgroup's 64 rows (its wave's slice of the tile at m0) of column `col` of a global
+        row-major param; rows at or past `rows` read row rows - 1, as the emitted clamp does."""
+        dst, param, m0, col, rows = n.args
+        r = self._reg(t, dst, "load_row_scales writes")
+        if param not in self.tensors:
+            raise InterpError(f"load_row_scales of unknown param %{param}")
+        T = self.tensors[param]
+        m0, col, rows = self._int(t, m0), self._int(t, col), self._int(t, rows)
+        lo = 64 * ((n.get("wave") or 0) * t.n_wgs + t.wg_local)
+        bm = self.kernel.get("block_m") or 64
+        if lo + 64 > max(bm, 64):
+            raise InterpError(f"load_row_scales: warpgroup {t.wg_local} (wave {n.get('wave') or 0}) owns rows "
+                              f"{lo}..{lo + 64} of a {bm}-row tile")
+        if T.dim() != 2 or not 0 <= col < T.shape[1] or not 0 < rows <= T.shape[0] or m0 < 0:
+            raise InterpError(f"load_row_scales %{param}[{m0} + {lo}.., {col}] (rows < {rows}) is out of bounds "
+                              f"of {tuple(T.shape)}")
+        idx = torch.arange(m0 + lo, m0 + lo + 64).clamp(max=rows - 1)
+        r.copy_(T[idx, col].reshape(r.shape).to(r.dtype))
 
     def _stage_out(self, t: _Task, n: Node):
         tile, acc = n.args[:2]

@@ -61,6 +61,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
         read = {n.args[3] for n in kernel.walk() if n.op is Op.TMA_LOAD and len(n.args) > 3}
         read |= {n.args[0] for n in kernel.walk() if n.op in (Op.LOAD_SCALE, Op.DIM) and n.args}
         read |= {n.args[3] for n in kernel.walk() if n.op is Op.STAGE_SCALE and len(n.args) > 3}
+        read |= {n.args[1] for n in kernel.walk() if n.op is Op.LOAD_ROW_SCALES and len(n.args) > 1}
         self.outputs = sorted(stored | (set(self.params) - read))
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
@@ -80,7 +81,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
             Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.STAGE_SCALE: self._stage_scale,
             Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
             Op.TMA_STORE: self._tma_store, Op.TMA_STORE_WAIT: self._tma_store_wait,
-            Op.SMEM_READ: self._smem_read, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync, Op.TURN: self._turn,
+            Op.SMEM_READ: self._smem_read, Op.LOAD_ROW_SCALES: self._load_row_scales, Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync, Op.TURN: self._turn,
             Op.ZERO: self._zero, Op.WGMMA: self._wgmma, Op.WGMMA_WAIT: self._wgmma_wait,
             Op.PROMOTE: self._promote, Op.MMA_SCALED: self._mma_scaled, Op.SCALE: self._scale,
             Op.RESCALE: self._rescale, Op.APPLY_SCALE: self._apply_scale,

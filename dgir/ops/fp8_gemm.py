@@ -137,14 +137,14 @@ class Fp8GemmConfig:
                                  # "staging": its staging only; "off": the plain epilogue.  The API
                                  # settles it per call (settle_early_epilogue)
     sfa_major: str = "mn"        # how the kernel reads SFA: "mn": [ceil(K/128), align(M, 4)] MN-major, one
-                                 # 4-byte scale per row and K block (DeepGEMM's TMA-aligned layout);
-                                 # "k": the caller's [M, ceil(K/128)] row-major tensor in place (rows a
-                                 # multiple of 16 bytes apart), read through 16-byte TMA boxes of four K
-                                 # blocks' scales (the one starting at kb - kb % 4: TMA boxes start on
-                                 # 16-byte boundaries), of which each stage uses column kb % 4: no
-                                 # transpose kernel before the GEMM.  Opt-in (deep_gemm.SFA_K_MAJOR_IN_PLACE):
-                                 # the 16-byte boxes load slowly (TUNING.md step 113: up to 2.9x the
-                                 # MN-major kernel's time at small M, 1.03-1.06x at M = 4096)
+                                 # 4-byte scale per row and K block (DeepGEMM's TMA-aligned layout), a TMA
+                                 # box per ring stage; "k": the caller's contiguous [M, ceil(K/128)]
+                                 # row-major tensor in place, no transpose kernel before the GEMM: each
+                                 # math thread loads its rows' scale of the K block itself (ld.global,
+                                 # cached in L1, where one 128-byte line holds 32 K blocks of a row, and
+                                 # prefetched SFA_PREFETCH_K_BLOCKS ahead).  (TUNING.md step 113 read it
+                                 # through 16-byte TMA boxes of four K blocks per stage instead: up to
+                                 # 2.6x slower at small M; step 114 measures this form)
 
     @property
     def math_wgs(self) -> int:
@@ -415,8 +415,11 @@ def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
 
 
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
-# in place, the smallest TMA box (16 bytes wide) lands four K blocks' scales per row
-SFA_ROW_BYTES = {"mn": 4, "k": 16}
+# in place, the math threads load the scales from global memory: no ring space
+SFA_ROW_BYTES = {"mn": 4, "k": 0}
+# K blocks ahead of the one read that a K-major SFA read pulls into L1 (prefetch.global.L1): a row's
+# 128-byte line is fetched while the current one still serves, so the math rarely waits on a miss
+SFA_PREFETCH_K_BLOCKS = 4
 
 
 def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
@@ -488,8 +491,9 @@ def max_stages_for(cfg: "Fp8GemmConfig") -> int:
 
 
 def with_sfa_major(cfg: "Fp8GemmConfig", sfa_major: str) -> "Fp8GemmConfig":
-    """`cfg` reading SFA in the other layout: a K-major A-scale row takes 16 bytes of each stage
-    instead of 4, so the ring keeps at most the stages that still fit."""
+    """`cfg` reading SFA in the other layout, with the same ring: K-major scales take no ring space
+    (the stages the MN-major config chose still fit), and back to MN-major the ring keeps at most the
+    stages that fit with its A-scale slots."""
     if cfg.sfa_major == sfa_major:
         return cfg
     out = replace(cfg, sfa_major=sfa_major)
@@ -684,9 +688,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128,
               fit_m=fit((1, 8)))
     decl.emit(Op.PARAM, "B", type=Type(DType.e4m3, (cfg.n, cfg.k)), layout="kmajor", box=(BLOCK_K, BN), swizzle=128)
-    if cfg.sfa_major == "k":     # [M, nkb] in place: a box of four K blocks' scales (16 bytes) per row
-        decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, ("M", nkb)), layout="rowmajor", box=(4, BM), swizzle=0,
-                  fit_m=fit((1, 4)))
+    if cfg.sfa_major == "k":     # [M, nkb] in place, read by the math threads (a pointer, no tensor map)
+        decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, ("M", nkb)), layout="rowmajor")
     else:
         decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
                   fit_m=fit((0, 4)))
@@ -708,9 +711,11 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.PARAM, "LOCKS", type=Type(DType.i32, ("TILES",)), layout="rowmajor", workspace=True)
     decl.emit(Op.SMEM, "a_ring", type=Type(DType.e4m3, (BM, BLOCK_K)), stages=S, swizzle=128)
     decl.emit(Op.SMEM, "b_ring", type=Type(DType.e4m3, (BN, BLOCK_K)), stages=S, swizzle=128)
-    # a row of the A-scale ring: this K block's scale (K-major: the box of four K blocks holding it)
-    sfa_row = SFA_ROW_BYTES[cfg.sfa_major] // 4
-    decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM, sfa_row) if sfa_row > 1 else (BM,)), stages=S)
+    # the A-scale ring: one scale per row and K block (MN-major SFA only)
+    rings = ["a_ring", "b_ring"]
+    if cfg.sfa_major == "mn":
+        decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
+        rings.append("sfa_ring")
     tma_epilogue = cfg.split_k == 1 and cfg.epilogue == "tma"
     # with BLOCK_N a multiple of 64 the staging tile is stored in 128B-swizzled 64-column panels:
     # the accumulator layout then writes it without bank conflicts, and TMA un-swizzles on the way out
@@ -727,7 +732,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it
     # (the shared operand is written into both CTAs by one multicast)
-    decl.emit(Op.CHANNEL, "ab", "a_ring", "b_ring", "sfa_ring", stages=S, consumers=cfg.math_wgs,
+    decl.emit(Op.CHANNEL, "ab", *rings, stages=S, consumers=cfg.math_wgs,
               cluster=CL if CL > 1 else None)
     W = cfg.waves
     accs = ["acc"] + [f"acc_w{w}" for w in range(1, W)]
@@ -847,12 +852,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             b.emit(Op.ACQUIRE, "", "ab", ctr)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "b_ring", "B", k0, n0)
-            if cfg.sfa_major == "k":
-                # a TMA box starts on a 16-byte boundary of its row (the H200 faults otherwise): the
-                # four K blocks' scales from kb rounded down to a multiple of 4, kb's among them
-                first = b.scalar(Op.SUB, "sfa_kb", kb, b.scalar(Op.MOD, "sfa_kb_in_box", kb, 4))
-                b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", first, m0)
-            else:
+            if cfg.sfa_major == "mn":
                 b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
             b.emit(Op.COMMIT, "", "ab", ctr)
     if CL > 1:
@@ -864,6 +864,8 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
     b = Builder(role="mma")
     mine, coords, _ = walk(b, "mma")
+    # K-major SFA: rows past M (a last m block's) read row M - 1 instead of past the tensor
+    sfa_rows = b.scalar(Op.DIM, "sfa_rows", "A", axis=0) if cfg.sfa_major == "k" else None
     # stream-K segments end in one of two epilogues (whole tile or a cut one's piece): the
     # overlap_epilogue rewrite, which assumes one, does not apply
     loop_attrs = {"overlap_epilogue": "skipped: stream-K segments end in two kinds of epilogue"} if STK else {}
@@ -881,11 +883,14 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
             kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
             sbs = [b.emit(Op.LOAD_SCALE, f"sb{i}", "SFB", row, kb, type=Type(DType.f32)) for i, row in enumerate(sb_rows)]
+            if cfg.sfa_major == "k":   # this thread's rows' scales of K block kb from global memory:
+                for w, sfa in enumerate(sfas):      # issued before the slot wait, which hides their latency
+                    b.emit(Op.LOAD_ROW_SCALES, "", sfa, "SFA", m0, kb, sfa_rows, wave=wave(w),
+                           prefetch=SFA_PREFETCH_K_BLOCKS)
             b.emit(Op.WAIT, "", "ab", ctr)
-            # K-major SFA: this K block's scale is column kb % 4 of each row's box
-            col = (b.scalar(Op.MOD, "sfa_col", kb, 4),) if cfg.sfa_major == "k" else ()
             for w, (acc, sfa) in enumerate(zip(accs, sfas)):
-                b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, *col, wave=wave(w))
+                if cfg.sfa_major == "mn":
+                    b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, wave=wave(w))
                 b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, *sbs, n0, n=BN, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)

@@ -17,7 +17,8 @@ from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _rel
 from .epilogue import _stage_out, _store_direct, _sync, _tma_store, _tma_store_wait
 from .split import _split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store
 from .errors import EmitError
-from .mma import _apply_scale, _promote, _rescale, _scale, _smem_read, _turn, _wgmma, _wgmma_wait, _zero
+from .mma import (_apply_scale, _load_row_scales, _promote, _rescale, _scale, _smem_read, _turn, _wgmma,
+                  _wgmma_wait, _zero)
 from .cluster_split import _partial_publish, _partial_reclaim, _partial_reduce
 from .hoist import hoist_above_waits
 from .trace import _timestamp, init_first_flags
@@ -414,7 +415,7 @@ EMIT = {op: _scalar for op in SCALAR_OPS}
 EMIT.update({Op.FOR: _for, Op.IF: _if, Op.GRID_WAIT: _grid_wait, Op.LAUNCH_DEPENDENTS: _launch_dependents,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
              Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
-             Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,
+             Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.LOAD_ROW_SCALES: _load_row_scales, Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,
              Op.PROMOTE: _promote, Op.SCALE: _scale, Op.RESCALE: _rescale, Op.APPLY_SCALE: _apply_scale, Op.TURN: _turn,
              Op.STAGE_OUT: _stage_out, Op.SYNC: _sync, Op.TMA_STORE: _tma_store, Op.TMA_STORE_WAIT: _tma_store_wait,
              Op.STORE_DIRECT: _store_direct, Op.SPLIT_STORE: _split_store, Op.SPLIT_ARRIVE: _split_arrive,

@@ -1,5 +1,6 @@
-"""PTX for the math role: wgmma with shared-memory descriptors, the A-scale reads and the FP32
-promotion (including tiles that straddle two 128-row B-scale blocks)."""
+"""PTX for the math role: wgmma with shared-memory descriptors, the A-scale reads (from the ring,
+or K-major from global memory) and the FP32 promotion (including tiles that straddle two 128-row
+B-scale blocks)."""
 from __future__ import annotations
 
 import math
@@ -19,23 +20,49 @@ def _zero(self: Emitter, n: Node) -> None:
 
 
 def _smem_read(self: Emitter, n: Node) -> None:
-    """This thread's two rows (r, r + 8) of the slot; rows wider than one element (a K-major
-    A-scale ring's 16-byte TMA boxes of four K blocks) are read at the column the 4th arg gives."""
-    dst, ring, ctr = n.args[:3]
+    """This thread's two rows (r, r + 8) of the slot."""
+    dst, ring, ctr = n.args
     b = self.b
     regs = self.tile(dst)
-    t = self.decls[ring].type
-    row_bytes = t.nbytes // t.shape[0]
     base = self.smem_addr(ring, ctr)
-    if len(n.args) > 3:
-        col = b.reg()
-        b(f"mad.lo.u32 {col}, {self.val(n.args[3])}, 4, {base};   // this K block's column of the box")
-        base = col
     row = b.reg()
     b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
-    b(f"mad.lo.u32 {row}, {row}, {row_bytes}, {base};")
+    b(f"mad.lo.u32 {row}, {row}, 4, {base};")
     b(f"ld.shared.f32 {regs[0]}, [{row}];")
-    b(f"ld.shared.f32 {regs[1]}, [{row}+{8 * row_bytes}];      // row + 8")
+    b(f"ld.shared.f32 {regs[1]}, [{row}+32];      // row + 8")
+
+
+def _load_row_scales(self: Emitter, n: Node) -> None:
+    """This thread's two rows (r, r + 8) of column `col` of a row-major f32 param, straight from
+    global memory (the read-only path, cached in L1: a row's 128-byte line serves 32 columns), each
+    row clamped below `rows`; with `prefetch`=D, column min(col + D, last) of both rows is pulled
+    into L1 as well, so the line after the current one is there before it is read."""
+    dst, param, m0, col, rows = n.args
+    b = self.b
+    regs = self.tile(dst)
+    ncols = self.decls[param].type.shape[1]
+    ptr, last, row = b.reg("b64"), b.reg(), b.reg()
+    b(f"ld.param.u64 {ptr}, [ptr_{param}];")
+    b(f"cvta.to.global.u64 {ptr}, {ptr};")
+    b(f"sub.u32 {last}, {self.val(rows)}, 1;")
+    b(f"mad.lo.u32 {row}, {self.slice_of(n)}, 64, {self.row0};")
+    b(f"add.u32 {row}, {row}, {self.val(m0)};")
+    ahead = n.get("prefetch")
+    if ahead:
+        pcol = b.reg()
+        b(f"add.u32 {pcol}, {self.val(col)}, {ahead};")
+        b(f"min.u32 {pcol}, {pcol}, {ncols - 1};")
+    for i, reg in enumerate(regs[:2]):
+        r, off, addr = b.reg(), b.reg(), b.reg("b64")
+        b(f"add.u32 {r}, {row}, {8 * i};")
+        b(f"min.u32 {r}, {r}, {last};            // rows past M read row M - 1")
+        b(f"mad.lo.u32 {off}, {r}, {ncols}, {self.val(col)};")
+        b(f"mad.wide.u32 {addr}, {off}, 4, {ptr};")
+        b(f"ld.global.nc.f32 {reg}, [{addr}];")
+        if ahead:
+            b(f"mad.lo.u32 {off}, {r}, {ncols}, {pcol};")
+            b(f"mad.wide.u32 {addr}, {off}, 4, {ptr};")
+            b(f"prefetch.global.L1 [{addr}];")
 
 
 # A/B knob (bench/experiments.py variant "desc32"): build the K steps' descriptors from the 32-bit
