@@ -1,6 +1,6 @@
 """SFA read K-major in place (Fp8GemmConfig.sfa_major="k"): the math threads load their rows' scales
-of each K block from the caller's contiguous [M, ceil(K/128)] row-major tensor (through L1, a column
-prefetched a few K blocks ahead), rows past M clamped to row M - 1.
+of each K block from the caller's contiguous [M, ceil(K/128)] row-major tensor (through L1), rows past
+M clamped to row M - 1.
 
 The variant must compute exactly what the MN-major kernel computes (the same scales feed the same
 FFMAs in the same order): bitwise-equal D on the CPU interpreter, over tile kinds, split-K, clusters,
@@ -16,9 +16,9 @@ from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference, run_kern
 from dgir.ops.fp8_gemm import Fp8GemmConfig, OpError, check_config, lower, max_stages_for, stage_bytes, with_sfa_major
 from dgir.pipeline import pipeline, run_pipeline
 
-# (m, n, k, config fields): 64/128/192/256-row tiles, K of 3-8 blocks (prefetches clamped at the last
-# column), split-K through the global workspace and over a cluster, clusters sharing A and B, a
-# shifted last m block, two CTAs per SM, M below one tile (rows past M clamped)
+# (m, n, k, config fields): 64/128/192/256-row tiles, K of 3-8 blocks, split-K through the global
+# workspace and over a cluster, clusters sharing A and B, a shifted last m block, two CTAs per SM, M
+# below one tile (rows past M clamped)
 CASES = [
     (70, 96, 640, dict(block_m=64, block_n=48, stages=3)),
     (130, 128, 384, dict(block_m=128, block_n=64, stages=2)),
@@ -86,9 +86,27 @@ def test_the_k_major_kernel_assembles_and_names_itself():
         ptx = emit_ptx(kern)
         res = assemble(ptx)
         assert res.cubin and cfg.kernel_name().endswith("_sfk")
-        assert "prefetch.global.L1" in ptx and "rows past M read row M - 1" in ptx
+        assert "rows past M read row M - 1" in ptx and "prefetch.global.L1" not in ptx   # (off: step 114)
         assert "+32];      // row + 8" not in ptx      # no A-scale reads from shared memory
         assert kern.get("smem_bytes") <= 232448
+
+
+def test_the_prefetch_knob_adds_clamped_l1_prefetches_and_changes_no_result(monkeypatch):
+    """fp8_gemm.SFA_PREFETCH_K_BLOCKS (off by default, slower: TUNING.md step 114) shows as the op's
+    `prefetch` attr and as one prefetch.global.L1 per row read, at a column clamped to the last."""
+    from dgir.emitters.ptx import emit_ptx
+    from dgir.ops import fp8_gemm
+    m, n, k = 70, 96, 640
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=48, stages=3, num_sms=8, sfa_major="k")
+    ins = _k_major_inputs(fp8_gemm_inputs(m, n, k, seed=3), m)
+    plain = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), ins)["D"]
+    monkeypatch.setattr(fp8_gemm, "SFA_PREFETCH_K_BLOCKS", 4)
+    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+    reads = [x for x in kern.walk() if x.op.value == "load_row_scales"]
+    assert reads and all(x.get("prefetch") == 4 for x in reads)
+    ptx = emit_ptx(kern)
+    assert ptx.count("prefetch.global.L1") == 2 * len(reads) and ", 4;" in ptx
+    assert torch.equal(run_kernel(kern, ins)["D"].view(torch.int16), plain.view(torch.int16))
 
 
 def test_with_sfa_major_keeps_the_stages_that_fit():

@@ -141,8 +141,8 @@ class Fp8GemmConfig:
                                  # box per ring stage; "k": the caller's contiguous [M, ceil(K/128)]
                                  # row-major tensor in place, no transpose kernel before the GEMM: each
                                  # math thread loads its rows' scale of the K block itself (ld.global,
-                                 # cached in L1, where one 128-byte line holds 32 K blocks of a row, and
-                                 # prefetched SFA_PREFETCH_K_BLOCKS ahead).  (TUNING.md step 113 read it
+                                 # cached in L1, where one 128-byte line holds 32 K blocks of a row).
+                                 # (TUNING.md step 113 read it
                                  # through 16-byte TMA boxes of four K blocks per stage instead: up to
                                  # 2.6x slower at small M; step 114 measures this form)
 
@@ -417,9 +417,12 @@ def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
 # in place, the math threads load the scales from global memory: no ring space
 SFA_ROW_BYTES = {"mn": 4, "k": 0}
-# K blocks ahead of the one read that a K-major SFA read pulls into L1 (prefetch.global.L1): a row's
-# 128-byte line is fetched while the current one still serves, so the math rarely waits on a miss
-SFA_PREFETCH_K_BLOCKS = 4
+# K blocks ahead of the one read that a K-major SFA read also pulls into L1 (prefetch.global.L1), 0:
+# none.  Off: prefetching 4 or 8 ahead made the small-M GEMMs up to 1.8x slower (bench/TUNING.md step
+# 114), as if each prefetch went to L2 whether or not L1 held the line, where every CTA's requests
+# meet on the same few lines of the M <= 128 rows; the plain loads hit L1 and the kernel runs at the
+# MN-major kernel's speed there
+SFA_PREFETCH_K_BLOCKS = 0
 
 
 def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
@@ -886,7 +889,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             if cfg.sfa_major == "k":   # this thread's rows' scales of K block kb from global memory:
                 for w, sfa in enumerate(sfas):      # issued before the slot wait, which hides their latency
                     b.emit(Op.LOAD_ROW_SCALES, "", sfa, "SFA", m0, kb, sfa_rows, wave=wave(w),
-                           prefetch=SFA_PREFETCH_K_BLOCKS)
+                           prefetch=SFA_PREFETCH_K_BLOCKS or None)
             b.emit(Op.WAIT, "", "ab", ctr)
             for w, (acc, sfa) in enumerate(zip(accs, sfas)):
                 if cfg.sfa_major == "mn":
