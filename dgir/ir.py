@@ -91,7 +91,7 @@ class Op(enum.Enum):
     LOAD_ROW_SCALES = "load_row_scales"  # register tile <- this warpgroup's rows of column `col` of a global
                                  # row-major f32 [rows, C] param (A scales read in place, through L1);
                                  # args: dst, param, m0, col, rows (a row past `rows` reads row rows - 1);
-                                 # attr prefetch=D: also pull column col + D of those rows into L1
+                                 # attr prefetch=D: also pull into L1 the line column col + D of a row starts
     STAGE_OUT = "stage_out"      # convert a register tile and write it to the smem staging tile
     SYNC = "sync"                # named barrier of the warpgroup's own threads (store role: its staging rows)
     TURN = "turn"                # the warpgroups of a region take turns in a ring (wgmma issue order); attrs:

@@ -35,8 +35,9 @@ def _smem_read(self: Emitter, n: Node) -> None:
 def _load_row_scales(self: Emitter, n: Node) -> None:
     """This thread's two rows (r, r + 8) of column `col` of a row-major f32 param, straight from
     global memory (the read-only path, cached in L1: a row's 128-byte line serves 32 columns), each
-    row clamped below `rows`; with `prefetch`=D, column min(col + D, last) of both rows is pulled
-    into L1 as well, so the line after the current one is there before it is read."""
+    row clamped below `rows`; with `prefetch`=D, the line that column min(col + D, last) of a row
+    starts (if it starts one: the base is taken as 128-byte aligned) is pulled into L1 as well, so a
+    row's next line is there before it is read."""
     dst, param, m0, col, rows = n.args
     b = self.b
     regs = self.tile(dst)
@@ -59,10 +60,13 @@ def _load_row_scales(self: Emitter, n: Node) -> None:
         b(f"mad.lo.u32 {off}, {r}, {ncols}, {self.val(col)};")
         b(f"mad.wide.u32 {addr}, {off}, 4, {ptr};")
         b(f"ld.global.nc.f32 {reg}, [{addr}];")
-        if ahead:
+        if ahead:      # only where that column starts a 128-byte line: one prefetch per line, not per read
+            first, p = b.reg(), b.reg("pred")
             b(f"mad.lo.u32 {off}, {r}, {ncols}, {pcol};")
+            b(f"and.b32 {first}, {off}, 31;")
+            b(f"setp.eq.u32 {p}, {first}, 0;")
             b(f"mad.wide.u32 {addr}, {off}, 4, {ptr};")
-            b(f"prefetch.global.L1 [{addr}];")
+            b(f"@{p} prefetch.global.L1 [{addr}];")
 
 
 # A/B knob (bench/experiments.py variant "desc32"): build the K steps' descriptors from the 32-bit
