@@ -173,6 +173,12 @@ def torch_reference(warm: dict) -> str:
             f"same operands) costs {ref['scaled_mm_us']:.1f} us and a one-kernel `d.zero_()` {ref['zero__us']:.1f} us.")
 
 
+def in_place(warm: dict) -> str:
+    """The row-major call read in place by the K-major kernel (runs before step 114 have none)."""
+    k = warm.get("row_major_sfa_in_place")
+    return f" and {k['per_call_us']:.1f} us when the K-major kernel reads it row-major in place" if k else ""
+
+
 def readme_section(doc, warm: dict) -> str:
     """The README's `## Results` section, from the result files."""
     table = markdown(doc).split("\n")
@@ -217,7 +223,7 @@ at {big[0]}x{big[1]}x{big[2]}, {t('no_overlap_epilogue', *short):.0f} / {t('defa
 
 Host cost of a warm `deep_gemm.fp8_gemm_nt` call (same run, `bench/warm_call.py`, M=128 N=2112
 K=7168; median of 2000 single calls made with the GPU queue drained): {warm['mn_major_sfa']['per_call_us']:.1f} us with SFA already
-MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel; back-to-back
+MN-major (90th percentile {warm['mn_major_sfa']['per_call_p90_us']:.1f} us), {warm['row_major_sfa']['per_call_us']:.1f} us when SFA needs the layout kernel{in_place(warm)}; back-to-back
 calls average {warm['mn_major_sfa']['loop_us']:.1f} us (there the launch queue fills whenever the kernel is slower than the call).{torch_reference(warm)}  Cold compile of
 fp8_gemm_nt 4096x7168x16384 (lowering -> cubin, empty cache, import excluded) on the 2-core CPU
 machine: {CPU_COLD_COMPILE_S[0]:.2f}-{CPU_COLD_COMPILE_S[1]:.2f} s ({CPU_COLD_COMPILE_S[2]}; 0.28-0.35 s at c6d2df1, 0.29-0.39 s at e669da0), of which ptxas ~0.14 s; on the GPU host {doc["cold_compile_s_gpu_host"]:.2f} s.  Tuning log with the cost model's predictions

@@ -76,7 +76,9 @@ def fp8_gemm_nt(a, b, d, c=None, recipe=None, compiled_dims: str = "nk", disable
     """D = A @ B^T with DeepSeek block scales (DeepGEMM's SM90 1D2D kernel semantics).
 
     a = (A, SFA): A float8_e4m3fn [M, K], K-major (row stride a multiple of 16 bytes); SFA float32
-        [M, ceil(K/128)] in any layout (brought into the MN-major, TMA-aligned one the kernel reads).
+        [M, ceil(K/128)] in any layout: MN-major TMA-aligned (DeepGEMM's) and, for tiles of <= 128
+        rows, row-major contiguous are read in place; any other is staged MN-major by a transpose
+        launch before the GEMM.
     b = (B, SFB): B float8_e4m3fn [N, K], K-major; SFB float32 [ceil(N/128), ceil(K/128)].
     d: bfloat16 [M, N], row-major and contiguous; written, not accumulated.
     Alignment: N % 8 == 0 (16-byte rows of D for the TMA store), K % 16 == 0 (16-byte rows of A, B).
@@ -292,15 +294,21 @@ def _validate(a, b, d, c, recipe, compiled_dims):
     if sfa.stride(0) == 1 and sfa.stride(1) == ceil_div(M, 4) * 4 and sfa.data_ptr() % 16 == 0:
         sfa_in_place = "mn"
     else:
-        sfa_in_place = "k" if _sfa_k_major_in_place(sfa) else None
+        sfa_in_place = "k" if _sfa_k_major_in_place(sfa) and _k_major_pays(M, N, K, device) else None
     kernel = get_kernel("fp8_gemm_nt", M, N, K, device, sfa_major="k" if sfa_in_place == "k" else "mn")
     return _Layout(kernel, M, sfa_in_place, sfb.is_contiguous(), device)
 
 
 # True: SFA row-major [M, ceil(K/128)] and contiguous (what per-token quantisation gives, DeepGEMM's usual
-# input) is read in place by a kernel variant (sfa_major="k") whose math threads load their rows' scales
-# through L1, with no transpose launch before the GEMM (bench/sfa_layouts.py, bench/TUNING.md step 114)
-SFA_K_MAJOR_IN_PLACE = False
+# input) is read in place, with no transpose launch before the GEMM, by a kernel variant (sfa_major="k")
+# whose math threads load their rows' scales through L1, where the shape's tile has at most
+# SFA_K_MAJOR_MAX_BLOCK_M rows; elsewhere it is staged MN-major.  bench/sfa_layouts.py, TUNING.md step
+# 114: the whole call 0.84-1.02x the staged call's time at the issue's M <= 128 cells, 0.91-1.00x at
+# M = 256-2048 with tiles of <= 128 rows; the host's warm call 7.3 us instead of 12.4.  Tiles of 192 and
+# 256 rows read 4-6 rows per thread and K block and ran 1.02-1.22x the staged call's time (their rows'
+# lines outgrow L1), so those keep the transpose
+SFA_K_MAJOR_IN_PLACE = True
+SFA_K_MAJOR_MAX_BLOCK_M = 128
 
 
 def _sfa_k_major_in_place(sfa) -> bool:
@@ -308,6 +316,13 @@ def _sfa_k_major_in_place(sfa) -> bool:
     kernel's row stride is KB, compiled in) at a 4-byte aligned address."""
     kb = sfa.shape[1]
     return SFA_K_MAJOR_IN_PLACE and sfa.stride(1) == 1 and sfa.stride(0) == kb and sfa.data_ptr() % 4 == 0
+
+
+def _k_major_pays(m: int, n: int, k: int, device) -> bool:
+    """Whether the shape's tile is one the K-major SFA read suits (SFA_K_MAJOR_MAX_BLOCK_M rows at most)."""
+    from .runtime.device import properties
+    dev = device.index if device.index is not None else torch.cuda.current_device()
+    return _config("fp8_gemm_nt", m, n, k, properties(dev), dev).block_m <= SFA_K_MAJOR_MAX_BLOCK_M
 
 
 def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point

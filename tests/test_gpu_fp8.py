@@ -115,11 +115,13 @@ def test_new_addresses_in_a_known_layout_are_planned_without_revalidation(m, n, 
 
 
 def _staged_operands(m, n, k, seed):
-    """Operands whose scales the plan stages: SFA [M, KB] row-major (transposed into the plan's
-    buffer every call), SFB column-major (copied into the plan's buffer every call)."""
+    """Operands whose scales the plan stages: SFA [M, KB] row-major with padded rows (transposed into
+    the plan's buffer every call; contiguous rows would be read in place), SFB column-major (copied
+    into the plan's buffer every call)."""
     from dgir.gpu_run import fp8_inputs
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), seed)
-    return A, sfa, B, sfb.t().contiguous().t(), ref
+    padded = torch.empty(m, sfa.shape[1] + 4, device="cuda")[:, :sfa.shape[1]].copy_(sfa)
+    return A, padded, B, sfb.t().contiguous().t(), ref
 
 
 def _buffer_sizes(plan, sfa, sfb) -> set:
@@ -243,10 +245,11 @@ def test_one_call_on_two_streams_at_once():
     assert distinct and off_zero == 0 and first < 1e-3 and later < 1e-3, (first, off_zero, later, distinct)
 
 
-def test_the_first_call_of_a_shape_may_be_inside_a_graph_capture():
+@pytest.mark.parametrize("pad", [0, 4])      # SFA rows contiguous: read in place; padded: staged
+def test_the_first_call_of_a_shape_may_be_inside_a_graph_capture(pad):
     """In a fresh process (no kernel loaded), the first call of a shape made inside a capture under
-    torch's default error mode compiles and loads its kernels (the GEMM's and, SFA row-major, the
-    transpose's) while the stream captures; the replay is correct."""
+    torch's default error mode compiles and loads its kernels (the GEMM's and, SFA row-major with
+    padded rows, the transpose's) while the stream captures; the replay is correct."""
     import json
     import subprocess
     import sys
@@ -255,6 +258,7 @@ def test_the_first_call_of_a_shape_may_be_inside_a_graph_capture():
         "from dgir import deep_gemm\n"
         "from dgir.gpu_run import calc_diff, fp8_inputs\n"
         "A, sfa, B, sfb, ref = fp8_inputs(200, 1544, 1040, torch.device('cuda'), torch.randint(0, 2**31, ()).item())\n"
+        f"sfa = torch.empty(200, sfa.shape[1] + {pad}, device='cuda')[:, :sfa.shape[1]].copy_(sfa)\n"
         "d = torch.full((200, 1544), float('nan'), dtype=torch.bfloat16, device='cuda')\n"
         "g, s = torch.cuda.CUDAGraph(), torch.cuda.Stream()\n"
         "with torch.cuda.stream(s):\n"
@@ -507,14 +511,14 @@ K_MAJOR_EXTRA = [(257, 8, 4096), (8, 27032, 4608), (100, 256, 384), (200, 7168, 
 @pytest.mark.parametrize("m,n,k", ISSUE_CELLS + K_MAJOR_EXTRA,
                          ids=[f"{m}x{n}x{k}" for m, n, k in ISSUE_CELLS + K_MAJOR_EXTRA])
 def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k, monkeypatch):
-    """SFA [M, K/128] row-major and contiguous (what per-token quantisation gives) with the in-place
-    read on: the API runs the kernel variant whose math threads read it in place (no transpose
-    launch, no staging buffer), and D has the same bits as with SFA MN-major (the same scales feed
-    the same FFMAs in the same order); rows of 12 and 56 bytes (K = 384, 1792), a last m block of
-    one row."""
+    """SFA [M, K/128] row-major and contiguous (what per-token quantisation gives), read in place for
+    every tile size (the API's limit on BLOCK_M lifted): the API runs the kernel variant whose math
+    threads read it (no transpose launch, no staging buffer), and D has the same bits as with SFA
+    MN-major (the same scales feed the same FFMAs in the same order); rows of 12 and 56 bytes
+    (K = 384, 1792), a last m block of one row."""
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs
-    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_MAX_BLOCK_M", 256)
     monkeypatch.setattr(deep_gemm, "_layouts", {})
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
     outs = []
@@ -527,6 +531,25 @@ def test_sfa_row_major_is_read_in_place_with_the_mn_major_kernels_bits(m, n, k, 
     torch.cuda.synchronize()
     assert torch.isfinite(outs[0]).all() and calc_diff(outs[0].double(), ref) < 1e-3
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
+@pytest.mark.parametrize("m,n,k,in_place", [(64, 2112, 7168, True), (128, 7168, 16384, True), (512, 4096, 7168, True),
+                                             (4096, 7168, 2048, False), (2048, 4096, 7168, False)])
+def test_the_api_reads_row_major_sfa_in_place_where_the_tile_has_at_most_128_rows(m, n, k, in_place):
+    """By default a contiguous row-major SFA is read in place where the shape's tile has <= 128 rows
+    and staged (a transpose launch into the plan's buffer) where it has 192 or 256 (TUNING.md step
+    114: slower there); either way D is right.  Padded rows are staged at any M."""
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff, fp8_inputs
+    A, sfa, B, sfb, ref = fp8_inputs(m, n, k, torch.device("cuda"), torch.randint(0, 2**31, ()).item())
+    padded = torch.empty(m, sfa.shape[1] + 4, device="cuda")[:, :sfa.shape[1]].copy_(sfa)
+    for s, expect in ((sfa, in_place), (padded, False)):
+        d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
+        deep_gemm.fp8_gemm_nt((A, s), (B, sfb), d)
+        torch.cuda.synchronize()
+        plan = deep_gemm._plans[deep_gemm._plan_key(A, s, B, sfb, d, None, None, "nk")]
+        assert (plan.transpose is None) == expect and plan.launch.fn.name.endswith("_sfk") == expect
+        assert torch.isfinite(d).all() and calc_diff(d.double(), ref) < 1e-3
 
 
 def _run_config(m, n, k, cfg, variant, passes=None, runs=1):

@@ -6,6 +6,7 @@ The variant must compute exactly what the MN-major kernel computes (the same sca
 FFMAs in the same order): bitwise-equal D on the CPU interpreter, over tile kinds, split-K, clusters,
 the shifted last m block and K tails; its PTX assembles; with the opt-in on
 (deep_gemm.SFA_K_MAJOR_IN_PLACE) the API picks it only for an SFA the kernel can address in place."""
+import re
 from dataclasses import replace
 
 import pytest
@@ -86,26 +87,28 @@ def test_the_k_major_kernel_assembles_and_names_itself():
         ptx = emit_ptx(kern)
         res = assemble(ptx)
         assert res.cubin and cfg.kernel_name().endswith("_sfk")
-        assert "rows past M read row M - 1" in ptx and "prefetch.global.L1" not in ptx   # (off: step 114)
+        assert "rows past M read row M - 1" in ptx and re.search(r"@%p\d+ prefetch\.global\.L1 \[%rd\d+\];", ptx)
         assert "+32];      // row + 8" not in ptx      # no A-scale reads from shared memory
         assert kern.get("smem_bytes") <= 232448
 
 
-def test_the_prefetch_knob_adds_clamped_l1_prefetches_and_changes_no_result(monkeypatch):
-    """fp8_gemm.SFA_PREFETCH_K_BLOCKS (off by default, slower: TUNING.md step 114) shows as the op's
-    `prefetch` attr and as one prefetch.global.L1 per row read, at a column clamped to the last."""
+@pytest.mark.parametrize("ahead", [0, 4])
+def test_the_prefetch_knob_sets_line_prefetches_and_changes_no_result(monkeypatch, ahead):
+    """fp8_gemm.SFA_PREFETCH_K_BLOCKS shows as the op's `prefetch` attr and as one predicated
+    prefetch.global.L1 per row read (issued where the clamped column starts a 128-byte line), or,
+    at 0, as neither; the results are the same bits."""
     from dgir.emitters.ptx import emit_ptx
     from dgir.ops import fp8_gemm
     m, n, k = 70, 96, 640
     cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=48, stages=3, num_sms=8, sfa_major="k")
     ins = _k_major_inputs(fp8_gemm_inputs(m, n, k, seed=3), m)
     plain = run_kernel(run_pipeline(lower(cfg), pipeline("sm90a")), ins)["D"]
-    monkeypatch.setattr(fp8_gemm, "SFA_PREFETCH_K_BLOCKS", 4)
+    monkeypatch.setattr(fp8_gemm, "SFA_PREFETCH_K_BLOCKS", ahead)
     kern = run_pipeline(lower(cfg), pipeline("sm90a"))
     reads = [x for x in kern.walk() if x.op.value == "load_row_scales"]
-    assert reads and all(x.get("prefetch") == 4 for x in reads)
+    assert reads and all(x.get("prefetch") == (ahead or None) for x in reads)
     ptx = emit_ptx(kern)
-    assert ptx.count("prefetch.global.L1") == 2 * len(reads) and ", 4;" in ptx
+    assert len(re.findall(r"@%p\d+ prefetch\.global\.L1", ptx)) == ptx.count("prefetch.global.L1") == (2 * len(reads) if ahead else 0)
     assert torch.equal(run_kernel(kern, ins)["D"].view(torch.int16), plain.view(torch.int16))
 
 

@@ -417,12 +417,14 @@ def workspace_shapes(kernel: Node, m: int, grid: int) -> dict:
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
 # in place, the math threads load the scales from global memory: no ring space
 SFA_ROW_BYTES = {"mn": 4, "k": 0}
-# K blocks ahead of the one read that a K-major SFA read also pulls into L1 (prefetch.global.L1), 0:
-# none.  Off: prefetching 4 or 8 ahead made the small-M GEMMs up to 1.8x slower (bench/TUNING.md step
-# 114), as if each prefetch went to L2 whether or not L1 held the line, where every CTA's requests
-# meet on the same few lines of the M <= 128 rows; the plain loads hit L1 and the kernel runs at the
-# MN-major kernel's speed there
-SFA_PREFETCH_K_BLOCKS = 0
+# K blocks ahead of the one read at which a K-major SFA read also pulls a row's next 128-byte line into
+# L1 (prefetch.global.L1 where that column starts a line), 0: none.  TUNING.md step 114: a prefetch
+# with every read made the small-M GEMMs up to 1.8x slower (each went to L2, where every CTA's requests
+# meet on the same few lines of the M <= 128 rows); one per line, 12 K blocks ahead, brings the cells
+# whose rows start on line boundaries (K = 16384: all rows change lines at once) to the MN-major
+# kernel's time and leaves the rest within the runs' noise (geomean over 8 cells 1.021x the MN-major
+# call against 1.032x without)
+SFA_PREFETCH_K_BLOCKS = 12
 
 
 def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
