@@ -146,3 +146,17 @@ def test_the_api_reads_sfa_k_major_only_where_the_kernel_can(m, kb, how, expecte
     assert deep_gemm._sfa_k_major_in_place(sfa) is False
     monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
     assert deep_gemm._sfa_k_major_in_place(sfa) is expected
+
+
+@pytest.mark.parametrize("m,n,k,expected", [
+    (64, 2112, 7168, True), (128, 7168, 16384, True), (512, 4096, 7168, True),     # 64- and 128-row tiles
+    (4096, 7168, 16384, False), (2048, 4096, 7168, False), (768, 7168, 16384, False),   # 256 / 192 rows
+])
+def test_the_api_reads_in_place_only_for_tiles_of_at_most_128_rows(m, n, k, expected, monkeypatch):
+    """deep_gemm._k_major_pays: the shape's chosen config (the H200's table) decides; 192- and
+    256-row tiles ran 1.02-1.22x the staged call's time read K-major (TUNING.md step 114)."""
+    from dgir.runtime import device as rd
+    monkeypatch.setattr(rd, "properties", lambda i: rd.DeviceProps(i, "NVIDIA H200", 132, 232448, (9, 0)))
+    assert deep_gemm._k_major_pays(m, n, k, torch.device("cuda", 0)) is expected
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_MAX_BLOCK_M", 256)
+    assert deep_gemm._k_major_pays(m, n, k, torch.device("cuda", 0)) is True
