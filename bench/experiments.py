@@ -275,7 +275,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
             passes = (passes or pipeline_with()) + [_trace_pass()]
         kern = deep_gemm.get_kernel("fp8_gemm_nt", m, n, k, device, passes=passes,
                                     variant=spec, config=cfg, sass_interleave=sass)
-    tensors = kernel_tensors(A, sfa, B, sfb, d)
+    tensors = kernel_tensors(A, sfa, B, sfb, d, kern)
     if traced:
         ctas = kernel_grid(kern.grid_attrs, m)
         from dgir.passes.trace_timeline import EVENTS

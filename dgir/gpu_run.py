@@ -53,22 +53,30 @@ def dequantised(X, sf, rows_per_scale: int):
     return X.float() * s.to(torch.float32)
 
 
-def kernel_tensors(A, sfa, B, sfb, d) -> dict:
+def kernel_tensors(A, sfa, B, sfb, d, kern=None) -> dict:
     """The tensors a loaded fp8_gemm_nt kernel launches with: SFA as the kernel reads it, the
-    MN-major TMA-aligned copy viewed as [ceil(K/128), align(M, 4)] (what the public API passes too)."""
+    MN-major TMA-aligned copy viewed as [ceil(K/128), align(M, 4)] (what the public API passes too),
+    or, for a kernel `kern` that reads SFA K-major (sfa_major="k"), [M, ceil(K/128)] contiguous."""
     import torch
     from . import deep_gemm
+    if kern is not None and reads_sfa_k_major(kern):
+        return {"A": A, "B": B, "SFA": sfa.contiguous(), "SFB": sfb, "D": d}
     sfa_mn = deep_gemm.get_mn_major_tma_aligned_tensor(sfa)
     storage = torch.as_strided(sfa_mn, (sfa.shape[1], sfa_mn.stride(1)), (sfa_mn.stride(1), 1))
     return {"A": A, "B": B, "SFA": storage, "SFB": sfb, "D": d}
 
 
+def reads_sfa_k_major(kern) -> bool:
+    """Whether a loaded fp8_gemm_nt kernel reads SFA [M, ceil(K/128)] row-major (sfa_major="k")."""
+    return kern.decls["SFA"].get("layout") == "rowmajor"
+
+
 def kernel_plan(kern, A, sfa, B, sfb, d, m: int):
     """A prebuilt launch (LaunchPlan) of a loaded fp8_gemm_nt kernel on these tensors.  A plan holds
     addresses, not tensors: this one also keeps the SFA copy kernel_tensors may have made (the MN-major
-    TMA-aligned one), which would otherwise be freed, and its memory reused by the next allocation of
+    TMA-aligned one, or a contiguous one), which would otherwise be freed, and its memory reused by the next allocation of
     its size, while the plan still reads it.  The caller keeps A, B, D and SFB."""
-    tensors = kernel_tensors(A, sfa, B, sfb, d)
+    tensors = kernel_tensors(A, sfa, B, sfb, d, kern)
     plan = kern.plan(tensors, m)
     plan.workspace["SFA"] = tensors["SFA"]
     return plan
@@ -80,7 +88,7 @@ def launch_poisoned(kern, A, sfa, B, sfb):
     import torch
     dev = A.device
     d = torch.full((A.shape[0], B.shape[0]), float("nan"), dtype=torch.bfloat16, device=dev)
-    kern.launch(kernel_tensors(A, sfa, B, sfb, d), A.shape[0], torch.cuda.current_stream(dev).cuda_stream)
+    kern.launch(kernel_tensors(A, sfa, B, sfb, d, kern), A.shape[0], torch.cuda.current_stream(dev).cuda_stream)
     torch.cuda.synchronize(dev)
     return d
 

@@ -157,7 +157,8 @@ def assert_bitwise_like_lowered(cfg, kern: Node, inputs: dict, seeds=(1, 2)) -> 
 def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
     split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
-    epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band), with a shape
+    epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band, how SFA
+    is read), with a shape
     that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
     a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
     gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
@@ -201,4 +202,5 @@ def random_fp8_case(rng, gpu: bool = False):
             check_config(cfg)
         except OpError:
             continue
-        return m, n, k, cfg
+        # drawn last, so the cases drawn before sfa_major existed keep every other knob
+        return m, n, k, replace(cfg, sfa_major=rng.choice(["mn", "mn", "k"]))
