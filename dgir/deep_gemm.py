@@ -303,10 +303,10 @@ def _validate(a, b, d, c, recipe, compiled_dims):
 # input) is read in place, with no transpose launch before the GEMM, by a kernel variant (sfa_major="k")
 # whose math threads load their rows' scales through L1, where the shape's tile has at most
 # SFA_K_MAJOR_MAX_BLOCK_M rows; elsewhere it is staged MN-major.  bench/sfa_layouts.py, TUNING.md step
-# 114: the whole call 0.84-1.02x the staged call's time at the issue's M <= 128 cells, 0.91-1.00x at
-# M = 256-2048 with tiles of <= 128 rows; the host's warm call 7.3 us instead of 12.4.  Tiles of 192 and
-# 256 rows read 4-6 rows per thread and K block and ran 1.02-1.22x the staged call's time (their rows'
-# lines outgrow L1), so those keep the transpose
+# 114: the whole call 0.84-1.04x the staged call's time at the issue's M <= 128 cells (geomean 0.92),
+# 0.91-0.99x at M = 256-2048 with tiles of <= 128 rows; the host's warm call 7.3 us instead of 12.4.
+# Tiles of 192 and 256 rows ran 1.00-1.21x the staged call's time (their rows' lines fill L1), so those
+# keep the transpose
 SFA_K_MAJOR_IN_PLACE = True
 SFA_K_MAJOR_MAX_BLOCK_M = 128
 

@@ -66,7 +66,8 @@ class InterleaveFfma(Pass):
         start, stop, step = loop.args
         staged = [c for c in loop.body if c.get("stage") is not None]
         # register tiles carried from stage 0 to stage 1 need a second buffer
-        written0 = {c.args[0] for c in staged if c.get("stage") == 0 and c.op in (Op.WGMMA, Op.SMEM_READ, Op.LOAD_ROW_SCALES)}
+        written0 = {c.args[0] for c in staged
+                    if c.get("stage") == 0 and c.op in (Op.WGMMA, Op.SMEM_READ, Op.LOAD_ROW_SCALES)}
         read1 = {a for c in staged if c.get("stage") == 1 for a in c.args}
         carried = sorted(written0 & read1)
         cost = sum(regs[r].type.numel // 128 for r in regs if r in read1 | written0 or r == "acc")

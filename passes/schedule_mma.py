@@ -8,11 +8,11 @@ from . import Pass
 # Rough issue-to-use latencies (cycles) on sm_90; recorded for schedulers and for `dgir schedule`.
 LATENCY = {Op.WAIT: 0, Op.SMEM_READ: 30, Op.WGMMA: 512, Op.WGMMA_WAIT: 0, Op.RELEASE: 0,
            Op.PROMOTE: 64, Op.RESCALE: 64, Op.LOAD_SCALE: 400, Op.SMEM_SCALAR: 30,
-           Op.LOAD_ROW_SCALES: 40}      # an L1 hit: the line was prefetched K blocks before
+           Op.LOAD_ROW_SCALES: 40}      # an L1 hit: a row's 128-byte line serves 32 K blocks
 SCALE_READS = (Op.LOAD_SCALE, Op.SMEM_SCALAR)
-# B-scale reads issue with the wgmma so their latency hides behind it (the promote reads them)
-ISSUE = SCALE_READS + (Op.LOAD_ROW_SCALES, Op.WAIT, Op.SMEM_READ, Op.RESCALE, Op.WGMMA)   # start tensor-core work (promotion
-                                                                    # "rescaled": the wgmma needs the rescale)
+# stage 0 starts tensor-core work: B-scale reads issue with the wgmma so their latency hides behind it
+# (the promote reads them); with promotion "rescaled" the wgmma needs the rescale
+ISSUE = SCALE_READS + (Op.LOAD_ROW_SCALES, Op.WAIT, Op.SMEM_READ, Op.RESCALE, Op.WGMMA)
 RETIRE = (Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE)             # finish it on the CUDA cores
 
 

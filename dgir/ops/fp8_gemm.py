@@ -142,9 +142,8 @@ class Fp8GemmConfig:
                                  # row-major tensor in place, no transpose kernel before the GEMM: each
                                  # math thread loads its rows' scale of the K block itself (ld.global,
                                  # cached in L1, where one 128-byte line holds 32 K blocks of a row).
-                                 # (TUNING.md step 113 read it
-                                 # through 16-byte TMA boxes of four K blocks per stage instead: up to
-                                 # 2.6x slower at small M; step 114 measures this form)
+                                 # TUNING.md step 114 measures it; step 113's first form read 16-byte
+                                 # TMA boxes of four K blocks per stage instead (up to 2.6x slower)
 
     @property
     def math_wgs(self) -> int:
