@@ -160,3 +160,16 @@ def test_the_api_reads_in_place_only_for_tiles_of_at_most_128_rows(m, n, k, expe
     assert deep_gemm._k_major_pays(m, n, k, torch.device("cuda", 0)) is expected
     monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_MAX_BLOCK_M", 256)
     assert deep_gemm._k_major_pays(m, n, k, torch.device("cuda", 0)) is True
+
+
+@pytest.mark.parametrize("fields", [dict(block_m=64, block_n=48, stages=4, split_k=2),
+                                    dict(block_m=256, block_n=128, stages=3, cluster=2)])
+def test_the_k_major_kernel_round_trips_through_the_text_format_after_every_pass(fields):
+    import dgir
+    cfg = Fp8GemmConfig(n=2304, k=1024, sfa_major="k", **fields)
+    events = []
+    run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: events.append(ev.after)], verify_each=True)
+    assert any(n.op.value == "load_row_scales" for n in events[-1].walk())
+    for kernel in events:
+        text = dgir.print_ir(kernel)
+        assert dgir.parse_ir(text) == kernel and dgir.print_ir(dgir.parse_ir(text)) == text
