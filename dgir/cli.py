@@ -341,6 +341,13 @@ class Choose:
         for line in steps:
             print(f"  {line}")
         print(f"chosen   {choice.describe()}\n         {choice.config.kernel_name()}")
+        from . import deep_gemm
+        rows, limit = choice.config.block_m, deep_gemm.SFA_K_MAJOR_MAX_BLOCK_M
+        how = (f"read in place ({rows}-row tile, <= {limit}): no transpose launch"
+               if deep_gemm.row_major_sfa_read_in_place(choice.config) else
+               f"staged MN-major by a transpose launch ({rows}-row tile, > {limit})"
+               if deep_gemm.SFA_K_MAJOR_IN_PLACE else "staged MN-major by a transpose launch (in-place read off)")
+        print(f"sfa      row-major contiguous SFA {how}")
         from .ops.fp8_gemm_model import FIRST_FIT, ONE_BLOCK_192, candidate_configs, config_seconds, params_for
         params = params_for(args.m)
         label = "FIRST_FIT" if params is FIRST_FIT else "ONE_BLOCK_192" if params is ONE_BLOCK_192 else "REFIT"

@@ -318,11 +318,18 @@ def _sfa_k_major_in_place(sfa) -> bool:
     return SFA_K_MAJOR_IN_PLACE and sfa.stride(1) == 1 and sfa.stride(0) == kb and sfa.data_ptr() % 4 == 0
 
 
+def row_major_sfa_read_in_place(cfg) -> bool:
+    """Whether a contiguous row-major SFA is read in place (by `cfg` made K-major) for a shape whose
+    chosen config is `cfg`: the in-place read is on and the tile has at most SFA_K_MAJOR_MAX_BLOCK_M
+    rows; otherwise the call stages SFA MN-major (`dgir choose` shows the answer per shape)."""
+    return SFA_K_MAJOR_IN_PLACE and cfg.block_m <= SFA_K_MAJOR_MAX_BLOCK_M
+
+
 def _k_major_pays(m: int, n: int, k: int, device) -> bool:
     """Whether the shape's tile is one the K-major SFA read suits (SFA_K_MAJOR_MAX_BLOCK_M rows at most)."""
     from .runtime.device import properties
     dev = device.index if device.index is not None else torch.cuda.current_device()
-    return _config("fp8_gemm_nt", m, n, k, properties(dev), dev).block_m <= SFA_K_MAJOR_MAX_BLOCK_M
+    return row_major_sfa_read_in_place(_config("fp8_gemm_nt", m, n, k, properties(dev), dev))
 
 
 def _current_stream_handle(index: int) -> int:      # torch without the raw-stream entry point

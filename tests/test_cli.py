@@ -430,6 +430,15 @@ def test_choose_shows_each_step_and_the_models_candidates(capsys, monkeypatch):
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "4096", "--n", "7168", "--k", "16384")
     assert rc == 0 and "  measured: fp8_gemm_nt_n7168_k16384_bm256_bn128" in out and "nearby" not in out
     assert "(REFIT at M=4096)" in out
+    # row-major SFA: staged for a 256-row tile, read in place for a 64-row one (TUNING.md step 114)
+    assert "sfa      row-major contiguous SFA staged MN-major by a transpose launch (256-row tile, > 128)" in out
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168")
+    assert rc == 0 and "SFA read in place (64-row tile, <= 128): no transpose launch" in out
+    from dgir import deep_gemm
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", False)
+    rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168")
+    assert rc == 0 and "SFA staged MN-major by a transpose launch (in-place read off)" in out
+    monkeypatch.setattr(deep_gemm, "SFA_K_MAJOR_IN_PLACE", True)
     # 128 < M <= 192: the first fit with the single-CTA 192-row entries (bench/TUNING.md step 102)
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "176", "--n", "7552", "--k", "11776", "--top", "2")
     assert rc == 0 and "(ONE_BLOCK_192 at M=176)" in out and "  model: fp8_gemm_nt_n7552_k11776_bm192_bn64_s6" in out
