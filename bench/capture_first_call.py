@@ -1,6 +1,8 @@
 """Can the first call of a shape happen inside a CUDA graph capture?  Then the kernel is compiled
-(or read from the disk cache) and its module loaded while the stream captures, and so is the SFA
-transpose kernel's when SFA comes row-major.  Each case runs in a fresh process (nothing loaded yet):
+(or read from the disk cache) and its module loaded while the stream captures (SFA row-major: read
+in place by the K-major kernel at this shape since step 114; before, the SFA transpose kernel was
+loaded too, which tests/test_gpu_fp8.py still covers with padded SFA rows).  Each case runs in a
+fresh process (nothing loaded yet):
 torch's capture error modes "global" (its default), "thread_local" and "relaxed".
 
     python bench/capture_first_call.py       # prints JSON: per mode, ok / the error, calc_diff

@@ -11,7 +11,8 @@ a new plan from the validated layout with D's tensor map re-pointed (since step 
 torch.empty of the new d.
 `all_new_addresses_us`: A, SFA, B, SFB and d all at new addresses (copies made beforehand), the same
 layout: four maps re-pointed.  `all_new_addresses_row_major_sfa_us`: the same with SFA [M, KB]
-row-major, so each plan also makes its SFA staging and transpose launch (re-pointed since step 112).
+row-major: read in place by the K-major kernel at this shape's 64-row tile since step 114 (SFA a
+re-pointed pointer); before, each plan also made its SFA staging and transpose launch.
 `new_layout_us`: the layout cache emptied before each call (new addresses too): every check, the
 kernel look-up, maps encoded: what `new_address_us` cost before step 112.
 Each `*_plans_cached` says how many plans the cache held after that series.
