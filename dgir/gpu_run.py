@@ -73,9 +73,10 @@ def reads_sfa_k_major(kern) -> bool:
 
 def kernel_plan(kern, A, sfa, B, sfb, d, m: int):
     """A prebuilt launch (LaunchPlan) of a loaded fp8_gemm_nt kernel on these tensors.  A plan holds
-    addresses, not tensors: this one also keeps the SFA copy kernel_tensors may have made (the MN-major
-    TMA-aligned one, or a contiguous one), which would otherwise be freed, and its memory reused by the next allocation of
-    its size, while the plan still reads it.  The caller keeps A, B, D and SFB."""
+    addresses, not tensors: this one also keeps the SFA copy kernel_tensors may have made (the
+    MN-major TMA-aligned one, or a contiguous one), which would otherwise be freed, and its memory
+    reused by the next allocation of its size, while the plan still reads it.  The caller keeps A, B,
+    D and SFB."""
     tensors = kernel_tensors(A, sfa, B, sfb, d, kern)
     plan = kern.plan(tensors, m)
     plan.workspace["SFA"] = tensors["SFA"]

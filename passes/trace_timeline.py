@@ -108,7 +108,8 @@ def _place(region: Node, where: str, stamp: Node) -> Node:
 
 
 # what the K blocks peeled after an unrolled K loop consist of (their index arithmetic included)
-_K_BLOCK_OPS = SCALAR_OPS | {Op.WAIT, Op.SMEM_READ, Op.LOAD_ROW_SCALES, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE, Op.PROMOTE, Op.RESCALE, Op.TIMESTAMP}
+_K_BLOCK_OPS = SCALAR_OPS | {Op.WAIT, Op.SMEM_READ, Op.LOAD_ROW_SCALES, Op.WGMMA, Op.WGMMA_WAIT, Op.RELEASE,
+                             Op.PROMOTE, Op.RESCALE, Op.TIMESTAMP}
 
 
 def _peeled_k_blocks_end(body, i: int) -> int:
