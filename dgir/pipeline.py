@@ -78,10 +78,10 @@ def pipeline(target: str) -> list:
 
 def identity(passes: list) -> str:
     """The pipeline's identity (names + source hashes), part of the kernel cache key."""
-    from dgir.passes import Pass
+    from dgir.passes import Pass, source_hash
     out = []
     for p in passes:
-        out.append(p.identity() if isinstance(p, Pass) else f"{p.name}:{Pass.identity(p)}")
+        out.append(p.identity() if isinstance(p, Pass) else f"{p.name}:{source_hash(type(p))}")
     return ";".join(out)
 
 

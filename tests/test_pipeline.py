@@ -98,11 +98,12 @@ def test_register_pass_needs_a_name_run_and_docstring():
         dgir.register_pass(TagKernel(), "nope", after="schedule_mma")
 
 
-def _pass_from_source(tmp_path, modname: str, body: str):
-    """Define a pass class in a real file (identity hashes the class's source)."""
+def _pass_from_source(tmp_path, modname: str, body: str, module_level: str = ""):
+    """Define a pass class in a real file (identity hashes the file's source)."""
     path = tmp_path / f"{modname}.py"
     path.write_text(textwrap.dedent(f'''
         import dgir
+        {module_level}
 
         class MyPass(dgir.Pass):
             """User pass under test."""
@@ -133,6 +134,16 @@ def test_identity_changes_when_only_the_source_changes(tmp_path, emitter):
     assert r1.ir == r2.ir                       # same IR ...
     assert r1.cache_key != r2.cache_key         # ... but a different kernel-cache key
     assert r1.pipeline_id == id1 and r2.pipeline_id == id2
+
+
+def test_identity_covers_the_module_a_pass_reads(tmp_path):
+    """A pass's behaviour can live in its module's tables (latencies, reserves): a change there
+    alone is a new identity, though the class's own source is the same."""
+    v1 = _pass_from_source(tmp_path, "table_pass_v1", "return kernel", "RESERVE = 8")
+    v2 = _pass_from_source(tmp_path, "table_pass_v2", "return kernel", "RESERVE = 16")
+    same = _pass_from_source(tmp_path, "table_pass_v3", "return kernel", "RESERVE = 8")
+    assert v1.identity() != v2.identity()
+    assert v1.identity() == same.identity()     # the hash is of the content, not the file's name
 
 
 def test_cache_key_is_stable(emitter):
