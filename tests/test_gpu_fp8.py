@@ -302,8 +302,12 @@ def test_m_zero_returns():
     from dgir import deep_gemm
     A = torch.empty(0, 512, dtype=torch.float8_e4m3fn, device="cuda")
     B = torch.randn(256, 512, device="cuda").to(torch.float8_e4m3fn)
+    kernels, plans = len(deep_gemm._kernels), len(deep_gemm._plans)
     deep_gemm.fp8_gemm_nt((A, torch.empty(0, 4, device="cuda")), (B, torch.ones(2, 4, device="cuda")),
                           torch.empty(0, 256, dtype=torch.bfloat16, device="cuda"))
+    torch.cuda.synchronize()
+    # an empty product returns before any compile, plan or launch
+    assert (len(deep_gemm._kernels), len(deep_gemm._plans)) == (kernels, plans)
 
 
 @pytest.mark.parametrize("pdl", [False, True], ids=["plain", "pdl"])   # PDL: programmatic edges in the graph
