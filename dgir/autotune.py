@@ -16,7 +16,7 @@ import datetime
 import statistics
 
 
-def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
+def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: bool = False) -> list:
     """The model's `top` best legal configs, best first, each split-K config with 64-row tiles
     followed by its twin reduced over a cluster, with the stages its receive buffer leaves room for
     (the model does not rank those: its small-M error
@@ -28,7 +28,8 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int) -> list:
 
     from .ops.fp8_gemm import max_stages_for
     from .ops.fp8_gemm_model import candidate_configs, config_seconds
-    ranked = sorted(candidate_configs(m, n, k, num_sms), key=lambda c: config_seconds(m, n, k, c))
+    ranked = sorted(candidate_configs(m, n, k, num_sms, one_cta_per_sm=one_cta_per_sm),
+                    key=lambda c: config_seconds(m, n, k, c))
     best = [c for c in ranked if not (c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128)][:top]
     out = []
     for c in best:
@@ -55,8 +56,11 @@ def time_plan(run, reps: int = 20) -> float:
     return statistics.median(times)
 
 
-def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 6, record: bool = True):
-    """Time the top candidates on the GPU; returns the fastest correct config (and records it)."""
+def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 6, record: bool = True,
+             num_sms: int | None = None):
+    """Time the top candidates on the GPU; returns the fastest correct config (and records it).
+    num_sms: a launch limited to that many of the device's SMs (deep_gemm.set_num_sms): candidates
+    for that count with one CTA per SM, recorded under it."""
     import torch
 
     from . import deep_gemm, tuning
@@ -72,7 +76,8 @@ def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 
     tensors = kernel_tensors(A, sfa, B, sfb, d)
     stream = torch.cuda.current_stream(dev).cuda_stream
     timed = []
-    for cfg in candidates(m, n, k, props.sms, top):
+    sms = props.sms if num_sms is None else num_sms
+    for cfg in candidates(m, n, k, sms, top, one_cta_per_sm=sms < props.sms):
         kern = deep_gemm.get_kernel(op, m, n, k, dev, config=cfg, variant="autotune")
         plan = kern.plan(tensors, m)
         d.fill_(float("nan"))
@@ -85,7 +90,7 @@ def autotune(op: str, m: int, n: int, k: int, device_index: int = 0, top: int = 
         raise RuntimeError(f"autotune: no candidate of {op} m={m} n={n} k={k} computed a correct result")
     seconds, best = min(timed, key=lambda x: x[0])
     if record:
-        tuning.record({"device": props.name, "sms": props.sms, "op": op, "m": m, "n": n, "k": k,
+        tuning.record({"device": props.name, "sms": sms, "op": op, "m": m, "n": n, "k": k,
                        "config": best.as_dict(), "us": round(seconds * 1e6, 2), "source": "autotune",
                        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        "timed": {c.kernel_name(): round(t * 1e6, 2) for t, c in timed}})

@@ -325,6 +325,8 @@ class Choose:
         p.add_argument("--k", type=int, required=True)
         p.add_argument("--device", default=device, help=f"device name of the measurements (default {device!r})")
         p.add_argument("--sms", type=int, default=sms, help=f"its SM count (default {sms})")
+        p.add_argument("--num-sms", type=int, default=None, metavar="N",
+                       help="as deep_gemm.set_num_sms(N): the GEMM may use N of those SMs, one CTA per SM")
         p.add_argument("--top", type=int, default=5, metavar="N", help="cost-model candidates to list (default 5)")
 
     @staticmethod
@@ -336,8 +338,14 @@ class Choose:
         if operator.name != "fp8_gemm_nt":
             raise CLIError(f"choose: {args.op} has no measured configs or sm90a cost model (fp8_gemm_nt has)")
         operator.check(m=args.m, n=args.n, k=args.k)
+        sms, part = args.sms, False
+        if args.num_sms is not None:
+            if not 1 <= args.num_sms <= args.sms:
+                raise CLIError(f"choose: --num-sms must be in 1..{args.sms} (--sms); got {args.num_sms}")
+            sms, part = args.num_sms, args.num_sms < args.sms
         steps: list[str] = []
-        choice = choose(args.op, args.m, args.n, args.k, args.device, args.sms, tuned=env().tuned, trace=steps)
+        choice = choose(args.op, args.m, args.n, args.k, args.device, sms, tuned=env().tuned, trace=steps,
+                        one_cta_per_sm=part)
         for line in steps:
             print(f"  {line}")
         print(f"chosen   {choice.describe()}\n         {choice.config.kernel_name()}")
@@ -351,7 +359,7 @@ class Choose:
         from .ops.fp8_gemm_model import FIRST_FIT, ONE_BLOCK_192, candidate_configs, config_seconds, params_for
         params = params_for(args.m)
         label = "FIRST_FIT" if params is FIRST_FIT else "ONE_BLOCK_192" if params is ONE_BLOCK_192 else "REFIT"
-        ranked = sorted(candidate_configs(args.m, args.n, args.k, args.sms),
+        ranked = sorted(candidate_configs(args.m, args.n, args.k, sms, one_cta_per_sm=part),
                         key=lambda c: config_seconds(args.m, args.n, args.k, c, params))
         print(f"cost model ({label} at M={args.m}), best {args.top}:")
         for c in ranked[:args.top]:

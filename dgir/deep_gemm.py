@@ -19,6 +19,7 @@ from .ops.fp8_gemm import ceil_div, check as check_dims
 from .runtime.driver import stream_capturing
 
 _pdl = False               # set_pdl: launch with programmatic dependent launch
+_num_sms = None            # set_num_sms: the SMs a GEMM may use (None: all of its device's)
 _kernels: dict = {}
 _plans: dict = {}          # validated argument signature -> _Plan
 _layouts: dict = {}        # the same without the addresses -> _Layout (what the validation decided)
@@ -150,6 +151,37 @@ def set_pdl(enable: bool) -> None:
 
 def get_pdl() -> bool:
     return _pdl
+
+
+def _device_sms() -> int:
+    """The SM count of torch's current CUDA device."""
+    from .runtime.device import properties
+    return properties(torch.cuda.current_device()).sms
+
+
+def set_num_sms(num_sms: int) -> None:
+    """Let each GEMM use at most `num_sms` SMs (DeepGEMM's `set_num_sms`), e.g. to leave the others to
+    kernels that run beside it (communication).  The persistent grid then has at most that many CTAs,
+    one per SM (no config with two CTAs per SM is chosen: those could spread over twice as many SMs),
+    and the tile config is the one chosen for that many SMs: the tuned table measured whole devices,
+    so it is the cost model's pick, or with DG_AUTOTUNE=1 the fastest at that count (recorded under
+    it).  Every argument layout is decided afresh after the call.  `num_sms` must be 1 .. the current
+    device's SM count; that count itself (DeepGEMM's default) lifts the limit."""
+    global _num_sms
+    if isinstance(num_sms, bool) or not isinstance(num_sms, int):
+        raise ValueError(f"set_num_sms: `num_sms` must be an int; got {type(num_sms).__name__}")
+    total = _device_sms()
+    if not 1 <= num_sms <= total:
+        raise ValueError(f"set_num_sms: `num_sms` must be in 1..{total} (the SMs of the current device); got {num_sms}")
+    with _lock:
+        _num_sms = None if num_sms == total else num_sms
+        _plans.clear()       # their launches were decided for the old count
+        _layouts.clear()
+
+
+def get_num_sms() -> int:
+    """The SMs a GEMM may use: set_num_sms's value, else the current device's SM count."""
+    return _device_sms() if _num_sms is None else _num_sms
 
 
 def _plan_cold(a, b, d, c, recipe, compiled_dims, key):
@@ -374,17 +406,21 @@ def _config(op: str, m: int, n: int, k: int, props, device_index: int):
 
 def _choice(op: str, m: int, n: int, k: int, props, device_index: int):
     e = env()
-    return _choice_for(op, m, n, k, props.name, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
+    sms = props.sms if _num_sms is None else min(_num_sms, props.sms)
+    return _choice_for(op, m, n, k, props.name, sms, sms < props.sms, device_index, e.tuned, e.autotune,
+                       str(e.cache_dir))
 
 
 @functools.lru_cache(maxsize=4096)
-def _choice_for(op, m, n, k, device_name, sms, device_index, tuned, autotune, cache_dir):
+def _choice_for(op, m, n, k, device_name, sms, part_of_device, device_index, tuned, autotune, cache_dir):
+    """part_of_device: `sms` is set_num_sms's limit, below the device's count (one CTA per SM)."""
     from . import tuning
     hook = None
     if autotune:
         from .autotune import autotune as tune
-        hook = lambda: tune(op, m, n, k, device_index)     # noqa: E731
-    return tuning.choose(op, m, n, k, device_name, sms, tuned=tuned, autotune=hook)
+        limit = sms if part_of_device else None
+        hook = lambda: tune(op, m, n, k, device_index, num_sms=limit)     # noqa: E731
+    return tuning.choose(op, m, n, k, device_name, sms, tuned=tuned, autotune=hook, one_cta_per_sm=part_of_device)
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,

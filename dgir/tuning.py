@@ -216,7 +216,8 @@ def valid_config(fields: dict):
 
 
 def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,
-           autotune: Callable[[], object] | None = None, trace: list | None = None) -> Choice:
+           autotune: Callable[[], object] | None = None, trace: list | None = None,
+           one_cta_per_sm: bool = False) -> Choice:
     """The tile config for this shape on this device, in the order of the module doc: the entry for
     the exact shape; else `autotune()` when given (DG_AUTOTUNE=1: it times and records); else an
     entry at a nearby M; else the cost model, which at M <= ANALOG_MAX_M gives way to an analogous
@@ -225,8 +226,19 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     The config's m_tail is settled for this M (`fp8_gemm.settle_m_tail`): the kernel the call runs
     shifts a short last m block, and carries no code for it where there is none; so is its
     early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for half a round to sixteen rounds
-    at narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first)."""
-    c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace)
+    at narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first).
+    one_cta_per_sm: the launch may use `sms` SMs of a larger device (deep_gemm.set_num_sms), so no
+    config with two CTAs per SM (they could spread over twice as many SMs): the model's best with
+    one CTA per SM stands in for any such pick."""
+    c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace, one_cta_per_sm=one_cta_per_sm)
+    if one_cta_per_sm and getattr(c.config, "ctas_per_sm", 1) > 1:
+        from .ops import get_operator
+        picked = c.config
+        c = Choice(get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms, one_cta_per_sm=True), "model",
+                   f"{sms} SMs of {device}, one CTA per SM")
+        if trace is not None:
+            trace.append(f"one CTA per SM ({sms} SMs of the device): {c.config.kernel_name()} in place of "
+                         f"{picked.kernel_name()}")
     if hasattr(c.config, "m_tail"):
         from .ops import fp8_gemm as F
         chosen = c.config
@@ -251,7 +263,7 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     return c
 
 
-def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
+def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, one_cta_per_sm=False) -> Choice:
     from .ops import get_operator
     say = trace.append if trace is not None else (lambda line: None)
     where = f"{device}, {sms} SMs"
@@ -282,7 +294,7 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace) -> Choice:
             return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
         elif not outgrown:
             say(f"nearby: no entry for N={n} K={k} near M={m}")
-    model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms)
+    model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms, **({"one_cta_per_sm": True} if one_cta_per_sm else {}))
     say(f"model: {model.kernel_name()}")
     if tuned:
         carried = analogous_config(op, m, n, k, device, sms, model)

@@ -9,6 +9,7 @@ from dgir.ir import DType, Op
 from dgir.ops.fp8_gemm import kernel_grid, launch_scalar, workspace_shapes
 
 from . import driver
+from .device import properties
 
 # CUtensorMapDataType for our element types (FP8 travels as UINT8)
 TMA_DTYPE = {DType.e4m3: 0, DType.e5m2: 0, DType.e2m1: 0, DType.ue8m0: 0, DType.f16: 6, DType.f32: 7,
@@ -44,6 +45,8 @@ class LoadedKernel:
                 raise RuntimeError(f"{result.name}: no cluster of {self.cluster} CTAs with {self.smem} B of "
                                    f"shared memory fits on device {device_index}")
             if k.get("split_reduce") == "cluster":   # clusters of K slices walk the output tiles
+                if self.num_sms < properties(device_index).sms:   # set_num_sms: on that many SMs at most
+                    resident = max(1, min(resident, self.num_sms // self.cluster))
                 self.grid_attrs["resident_clusters"] = resident
             else:
                 self.grid_attrs["num_sms"] = min(self.num_sms, resident * self.cluster)

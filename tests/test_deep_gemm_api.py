@@ -259,3 +259,77 @@ def test_the_gemm_after_a_staging_kernel_launches_with_pdl(monkeypatch, transpos
     assert launched[0] == (("transpose", None) if transpose else ("gemm", expected))
     if sfb_staged:
         assert torch.equal(staging, sfb)
+
+
+# --- set_num_sms / get_num_sms (DeepGEMM's knob): a GEMM limited to N of the device's SMs -----------
+
+def _h200():
+    from dgir.runtime.device import DeviceProps
+    return DeviceProps(index=0, name="NVIDIA H200", sms=132, smem_optin=232448, capability=(9, 0))
+
+
+@pytest.fixture
+def sms_limit(monkeypatch):
+    """deep_gemm with a 132-SM current device, the limit restored afterwards."""
+    monkeypatch.setattr(deep_gemm, "_device_sms", lambda: 132)
+    yield
+    deep_gemm._num_sms = None
+    deep_gemm._plans.clear()
+    deep_gemm._layouts.clear()
+
+
+def test_set_num_sms_checks_its_argument_and_reads_back(sms_limit):
+    assert deep_gemm.get_num_sms() == 132                  # the device's count by default, as in DeepGEMM
+    deep_gemm._plans["stale"] = deep_gemm._layouts["stale"] = object()
+    deep_gemm.set_num_sms(66)
+    assert deep_gemm.get_num_sms() == 66
+    assert "stale" not in deep_gemm._plans and "stale" not in deep_gemm._layouts   # decided afresh
+    for bad, why in ((0, "must be in 1..132"), (133, "must be in 1..132"), (66.0, "must be an int"),
+                     (True, "must be an int")):
+        with pytest.raises(ValueError, match=f"`num_sms` {why}"):
+            deep_gemm.set_num_sms(bad)
+    assert deep_gemm.get_num_sms() == 66                   # a rejected call changes nothing
+    deep_gemm.set_num_sms(132)                             # the whole device: no limit
+    assert deep_gemm.get_num_sms() == 132 and deep_gemm._num_sms is None
+
+
+@pytest.mark.parametrize("limit", [66, 131, 7])
+@pytest.mark.parametrize("m,n,k", [(64, 2112, 7168), (128, 7168, 16384), (4096, 7168, 2048), (64, 576, 7168)])
+def test_a_limited_gemm_is_chosen_for_that_many_sms_one_cta_each(sms_limit, limit, m, n, k):
+    """64x2112x7168's and 64x576x7168's table configs run two CTAs per SM, 4096x7168x2048's is a
+    2-CTA cluster: under a limit every config is for `limit` SMs, one CTA per SM, clusters only
+    where they divide it, and the persistent grid has at most `limit` CTAs."""
+    from dgir.ops.fp8_gemm import check_config, persistent_grid
+    whole = deep_gemm._choice("fp8_gemm_nt", m, n, k, _h200(), 0).config
+    deep_gemm.set_num_sms(limit)
+    cfg = deep_gemm._choice("fp8_gemm_nt", m, n, k, _h200(), 0).config
+    check_config(cfg)
+    assert cfg.num_sms == limit and cfg.ctas_per_sm == 1 and limit % cfg.cluster == 0
+    grid = persistent_grid(m, cfg.block_m, cfg.n_blocks, cfg.split_k, cfg.num_sms, cfg.cluster, cfg.multicast,
+                           cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k)
+    assert grid <= limit
+    assert whole.num_sms == 132
+    if (m, n) in ((64, 2112), (64, 576)):
+        assert whole.ctas_per_sm == 2                      # (so the case tests the replacement)
+
+
+def test_the_chooser_replaces_a_two_cta_pick_under_a_limit(monkeypatch):
+    """Whatever step answers (a user-cache entry recorded for that SM count, say), a config with two
+    CTAs per SM gives way to the model's best with one, settled like any other choice."""
+    from dgir import tuning
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    o2 = Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=48, stages=6, num_sms=66, split_k=4, ctas_per_sm=2)
+    monkeypatch.setattr(tuning, "_choose", lambda *a, **kw: tuning.Choice(o2, "measured", "a user-cache entry"))
+    steps = []
+    c = tuning.choose("fp8_gemm_nt", 64, 2112, 7168, "NVIDIA H200", 66, one_cta_per_sm=True, trace=steps)
+    assert c.config.ctas_per_sm == 1 and c.config.num_sms == 66 and c.source == "model"
+    assert any("one CTA per SM" in s and o2.kernel_name() in s for s in steps)
+    assert tuning.choose("fp8_gemm_nt", 64, 2112, 7168, "NVIDIA H200", 66).config.ctas_per_sm == 2   # no limit
+
+
+def test_the_model_offers_clusters_only_where_they_divide_the_sms():
+    from dgir.ops.fp8_gemm_model import candidate_configs
+    assert any(c.cluster == 2 for c in candidate_configs(4096, 7168, 2048, 132))
+    assert not any(c.cluster > 1 for c in candidate_configs(4096, 7168, 2048, 131))
+    assert any(c.ctas_per_sm == 2 for c in candidate_configs(64, 2112, 7168, 132))
+    assert not any(c.ctas_per_sm == 2 for c in candidate_configs(64, 2112, 7168, 132, one_cta_per_sm=True))

@@ -971,3 +971,24 @@ def test_sampled_configs_match_reference_and_are_bitwise_stable(i):
     _, outs, ref = _run_config(m, n, k, cfg, "sampled", runs=2)
     _check(outs[0], ref)
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
+# 64x2112x7168 and 64x576x7168: the table runs two CTAs per SM (a split over a cluster); 4096x7168x2048:
+# a 2-CTA cluster; 128x7168x16384 one round of 128-row tiles
+@pytest.mark.parametrize("limit", [66, 131])
+@pytest.mark.parametrize("m,n,k", [(64, 2112, 7168), (64, 576, 7168), (4096, 7168, 2048), (128, 7168, 16384)])
+def test_set_num_sms_limits_the_grid_and_stays_correct(m, n, k, limit):
+    from dgir import deep_gemm
+    from dgir.gpu_run import calc_diff
+    total = torch.cuda.get_device_properties(0).multi_processor_count
+    assert deep_gemm.get_num_sms() == total
+    deep_gemm.set_num_sms(limit)
+    try:
+        d, ref, (A, sfa, B, sfb) = _run(m, n, k)
+        plan = deep_gemm._plans[deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")]
+        assert plan.launch.cfg.gridDimX <= limit            # CTAs, one per SM (clusters included)
+        assert torch.isfinite(d).all()
+        assert calc_diff(d.double(), ref) < 1e-3
+    finally:
+        deep_gemm.set_num_sms(total)
+    assert deep_gemm.get_num_sms() == total and deep_gemm._num_sms is None

@@ -990,10 +990,11 @@ def _tma_epilogue(b: Builder, accs, W, wave, n0, m0) -> None:
         b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
 
 
-def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
-    """The cost model's choice for this shape (dgir/ops/fp8_gemm_model.py, which imports this module)."""
+def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS, one_cta_per_sm: bool = False) -> Fp8GemmConfig:
+    """The cost model's choice for this shape (dgir/ops/fp8_gemm_model.py, which imports this module);
+    `one_cta_per_sm`: for a launch limited to `num_sms` of the device's SMs (deep_gemm.set_num_sms)."""
     from .fp8_gemm_model import choose_config as model_choice
-    return model_choice(m, n, k, num_sms)
+    return model_choice(m, n, k, num_sms, one_cta_per_sm)
 
 
 register_operator(Operator(

@@ -225,7 +225,8 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
     return max(t_tc, t_chain, t_dram, t_l2) + P.launch + t_split
 
 
-def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None):
+def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: ModelParams | None = None,
+                      one_cta_per_sm: bool = False):
     """Every config the chooser considers: BLOCK_M x legal BLOCK_N x (split-K when the tiles do not
     fill the SMs | 2-CTA clusters multicasting A or B from `cluster_min_rounds` rounds of tiles, and
     below it at narrow N and long K, and B-multicast 128x128 pairs in one full round at long K | two
@@ -233,7 +234,9 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
     a candidate: model_seconds scores it, but with the model's small-M error (x1.2) it picked configs
     measured 20-70% slower (128x4096 bn128 sk4 o2: 30 us vs 19; bench/TUNING.md step 23), and the
     refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage shapes where no such config
-    was ever timed; the tuned table chooses it where measured."""
+    was ever timed; the tuned table chooses it where measured.  `one_cta_per_sm`: no two-CTA-per-SM
+    configs (a launch limited to `num_sms` of the device's SMs: two per SM could spread over twice as
+    many); clusters only where they divide `num_sms` (whole clusters fill the persistent grid)."""
     P = params or params_for(m)
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
@@ -246,7 +249,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
             if bm >= 192 and (bn > 128 or m <= 128):
                 continue
             tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
-            for occ in ((1, 2) if bm == 64 else (1,)):
+            for occ in ((1, 2) if bm == 64 and not one_cta_per_sm else (1,)):
                 stages = max_stages(bm, bn, ctas_per_sm=occ)
                 if stages < (3 if occ == 1 else 2):
                     continue
@@ -260,7 +263,7 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
                     clustered = tiles >= cluster_min_tiles or (narrow and bm >= 128 and bn >= 64)
                     b_only = not clustered and ((narrow_b and bm >= 128 and bn >= 128) or (
                         one_round_b and (bm, bn) == (128, 128) and P.one_round_b_min_fill * num_sms <= tiles <= num_sms))
-                    if sk == 1 and occ == 1 and (clustered or b_only):
+                    if sk == 1 and occ == 1 and (clustered or b_only) and num_sms % 2 == 0:
                         for mc, rows in (("A", bm), ("B", bn))[b_only:]:
                             cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=num_sms,
                                                 cluster=2, multicast=mc)
@@ -273,14 +276,14 @@ def config_seconds(m: int, n: int, k: int, cfg: Fp8GemmConfig, params: ModelPara
                          cfg.ctas_per_sm, params, cfg.split_reduce)
 
 
-def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS) -> Fp8GemmConfig:
+def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS, one_cta_per_sm: bool = False) -> Fp8GemmConfig:
     """The candidate with the least modelled time under `params_for(m)` (ties: no split, one CTA per
     SM, no cluster, larger BLOCK_N, then BLOCK_M)."""
     check(m, n, k)
-    return least(m, n, k, num_sms, params_for(m))
+    return least(m, n, k, num_sms, params_for(m), one_cta_per_sm)
 
 
-def least(m, n, k, num_sms: int, params: ModelParams) -> Fp8GemmConfig:
-    return min(candidate_configs(m, n, k, num_sms, params),
+def least(m, n, k, num_sms: int, params: ModelParams, one_cta_per_sm: bool = False) -> Fp8GemmConfig:
+    return min(candidate_configs(m, n, k, num_sms, params, one_cta_per_sm),
                key=lambda c: (config_seconds(m, n, k, c, params), c.split_k, c.ctas_per_sm, c.cluster, -c.block_n,
                               -c.block_m))
