@@ -345,7 +345,7 @@ class Choose:
             sms, part = args.num_sms, args.num_sms < args.sms
         steps: list[str] = []
         choice = choose(args.op, args.m, args.n, args.k, args.device, sms, tuned=env().tuned, trace=steps,
-                        one_cta_per_sm=part)
+                        device_sms=args.sms)
         for line in steps:
             print(f"  {line}")
         print(f"chosen   {choice.describe()}\n         {choice.config.kernel_name()}")

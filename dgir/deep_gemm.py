@@ -407,20 +407,19 @@ def _config(op: str, m: int, n: int, k: int, props, device_index: int):
 def _choice(op: str, m: int, n: int, k: int, props, device_index: int):
     e = env()
     sms = props.sms if _num_sms is None else min(_num_sms, props.sms)
-    return _choice_for(op, m, n, k, props.name, sms, sms < props.sms, device_index, e.tuned, e.autotune,
-                       str(e.cache_dir))
+    return _choice_for(op, m, n, k, props.name, sms, props.sms, device_index, e.tuned, e.autotune, str(e.cache_dir))
 
 
 @functools.lru_cache(maxsize=4096)
-def _choice_for(op, m, n, k, device_name, sms, part_of_device, device_index, tuned, autotune, cache_dir):
-    """part_of_device: `sms` is set_num_sms's limit, below the device's count (one CTA per SM)."""
+def _choice_for(op, m, n, k, device_name, sms, device_sms, device_index, tuned, autotune, cache_dir):
+    """`sms`: the SMs the launch may use, `device_sms` the device's (fewer: set_num_sms's limit)."""
     from . import tuning
     hook = None
     if autotune:
         from .autotune import autotune as tune
-        limit = sms if part_of_device else None
+        limit = sms if sms < device_sms else None
         hook = lambda: tune(op, m, n, k, device_index, num_sms=limit)     # noqa: E731
-    return tuning.choose(op, m, n, k, device_name, sms, tuned=tuned, autotune=hook, one_cta_per_sm=part_of_device)
+    return tuning.choose(op, m, n, k, device_name, sms, tuned=tuned, autotune=hook, device_sms=device_sms)
 
 
 def get_kernel(op: str, m: int, n: int, k: int, device, passes=None, variant: str = "default", config=None,

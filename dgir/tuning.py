@@ -217,7 +217,7 @@ def valid_config(fields: dict):
 
 def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,
            autotune: Callable[[], object] | None = None, trace: list | None = None,
-           one_cta_per_sm: bool = False) -> Choice:
+           device_sms: int | None = None) -> Choice:
     """The tile config for this shape on this device, in the order of the module doc: the entry for
     the exact shape; else `autotune()` when given (DG_AUTOTUNE=1: it times and records); else an
     entry at a nearby M; else the cost model, which at M <= ANALOG_MAX_M gives way to an analogous
@@ -227,11 +227,15 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     shifts a short last m block, and carries no code for it where there is none; so is its
     early_epilogue (`fp8_gemm.settle_early_epilogue`), and, for half a round to sixteen rounds
     at narrow N, its tile order (`fp8_gemm.settle_walk_order`: single CTAs walking N first).
-    one_cta_per_sm: the launch may use `sms` SMs of a larger device (deep_gemm.set_num_sms), so no
-    config with two CTAs per SM (they could spread over twice as many SMs): the model's best with
-    one CTA per SM stands in for any such pick."""
-    c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace, one_cta_per_sm=one_cta_per_sm)
-    if one_cta_per_sm and getattr(c.config, "ctas_per_sm", 1) > 1:
+    device_sms: the device's SM count where the launch may use only `sms` of them
+    (deep_gemm.set_num_sms).  Then, after an entry for `sms` itself, the whole device's entry for the
+    shape stands where it runs the same way on `sms` SMs (`fp8_gemm.on_fewer_sms`), and no config
+    with two CTAs per SM is chosen (they could spread over twice as many SMs): the model's best
+    with one CTA per SM stands in for any such pick."""
+    limited = device_sms is not None and sms < device_sms
+    c = _choose(op, m, n, k, device, sms, tuned=tuned, autotune=autotune, trace=trace,
+                device_sms=device_sms if limited else None)
+    if limited and getattr(c.config, "ctas_per_sm", 1) > 1:
         from .ops import get_operator
         picked = c.config
         c = Choice(get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms, one_cta_per_sm=True), "model",
@@ -263,7 +267,7 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     return c
 
 
-def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, one_cta_per_sm=False) -> Choice:
+def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, device_sms=None) -> Choice:
     from .ops import get_operator
     say = trace.append if trace is not None else (lambda line: None)
     where = f"{device}, {sms} SMs"
@@ -276,6 +280,18 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, one_cta_per_sm=
             say(f"measured: {cfg.kernel_name()}, {hit.get('us')} us ({hit.get('source', '?')})")
             return Choice(cfg, "measured", f"{where}, M={m}")
         say("measured: " + ("a stale entry, skipped" if hit is not None else f"no entry for {m}x{n}x{k} on {where}"))
+        if device_sms is not None:       # a launch on `sms` of the device's SMs (set_num_sms)
+            whole = lookup(op, device, device_sms, m, n, k)
+            cfg = valid_config(whole["config"]) if whole is not None else None
+            if cfg is not None and op == "fp8_gemm_nt":
+                from .ops.fp8_gemm import on_fewer_sms
+                fewer, why = on_fewer_sms(cfg, m, sms)
+                if fewer is not None:
+                    say(f"whole device: {fewer.kernel_name()}, the entry for all {device_sms} SMs ({why})")
+                    return Choice(fewer, "measured", f"{device}, the entry for all {device_sms} SMs, M={m}")
+                say(f"whole device: the entry for all {device_sms} SMs ({cfg.kernel_name()}) does not carry: {why}")
+            else:
+                say(f"whole device: no entry for {m}x{n}x{k} on all {device_sms} SMs")
     if autotune is not None:
         cfg = autotune()
         say(f"autotuned: {cfg.kernel_name()}")
@@ -294,7 +310,8 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, one_cta_per_sm=
             return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
         elif not outgrown:
             say(f"nearby: no entry for N={n} K={k} near M={m}")
-    model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms, **({"one_cta_per_sm": True} if one_cta_per_sm else {}))
+    model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms,
+                                           **({"one_cta_per_sm": True} if device_sms is not None else {}))
     say(f"model: {model.kernel_name()}")
     if tuned:
         carried = analogous_config(op, m, n, k, device, sms, model)

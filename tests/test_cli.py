@@ -513,6 +513,7 @@ def test_choose_under_an_sm_limit(capsys, monkeypatch):
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168", "--num-sms", "66")
     assert rc == 0, err
     assert "no entry for 64x2112x7168 on NVIDIA H200, 66 SMs" in out and "chosen   model (66 SMs)" in out
-    assert "_o2" not in out
+    assert "_o2) does not carry: 2 CTAs per SM" in out           # the whole device's entry
+    assert "_o2" not in out.split("chosen", 1)[1]
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168", "--num-sms", "200")
     assert rc == 2 and "--num-sms must be in 1..132" in err

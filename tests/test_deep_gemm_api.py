@@ -321,7 +321,7 @@ def test_the_chooser_replaces_a_two_cta_pick_under_a_limit(monkeypatch):
     o2 = Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=48, stages=6, num_sms=66, split_k=4, ctas_per_sm=2)
     monkeypatch.setattr(tuning, "_choose", lambda *a, **kw: tuning.Choice(o2, "measured", "a user-cache entry"))
     steps = []
-    c = tuning.choose("fp8_gemm_nt", 64, 2112, 7168, "NVIDIA H200", 66, one_cta_per_sm=True, trace=steps)
+    c = tuning.choose("fp8_gemm_nt", 64, 2112, 7168, "NVIDIA H200", 66, device_sms=132, trace=steps)
     assert c.config.ctas_per_sm == 1 and c.config.num_sms == 66 and c.source == "model"
     assert any("one CTA per SM" in s and o2.kernel_name() in s for s in steps)
     assert tuning.choose("fp8_gemm_nt", 64, 2112, 7168, "NVIDIA H200", 66).config.ctas_per_sm == 2   # no limit
@@ -333,3 +333,19 @@ def test_the_model_offers_clusters_only_where_they_divide_the_sms():
     assert not any(c.cluster > 1 for c in candidate_configs(4096, 7168, 2048, 131))
     assert any(c.ctas_per_sm == 2 for c in candidate_configs(64, 2112, 7168, 132))
     assert not any(c.ctas_per_sm == 2 for c in candidate_configs(64, 2112, 7168, 132, one_cta_per_sm=True))
+
+
+def test_the_whole_devices_entry_stands_where_it_runs_the_same_on_fewer_sms(sms_limit):
+    """128x7168x16384's table entry is one round of 112 tiles: on 120 SMs it is still one round, so the
+    measured config stands (for 120 SMs); on 66 it would take two, and the model answers."""
+    from dgir.ops.fp8_gemm import on_fewer_sms
+    whole = deep_gemm._choice("fp8_gemm_nt", 128, 7168, 16384, _h200(), 0)
+    assert whole.source == "measured" and whole.config.ctas_per_sm == 1
+    deep_gemm.set_num_sms(120)
+    c = deep_gemm._choice("fp8_gemm_nt", 128, 7168, 16384, _h200(), 0)
+    assert c.source == "measured" and "all 132 SMs" in c.detail
+    assert c.config == whole.config.__class__(**{**whole.config.as_dict(), "num_sms": 120})
+    deep_gemm.set_num_sms(66)
+    c = deep_gemm._choice("fp8_gemm_nt", 128, 7168, 16384, _h200(), 0)
+    assert c.source == "model" and c.config.num_sms == 66
+    assert on_fewer_sms(whole.config, 128, 66) == (None, "its walk takes 2 rounds on 66 SMs, 1 on all")

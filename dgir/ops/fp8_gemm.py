@@ -388,6 +388,24 @@ def sm_load(m: int, cfg: "Fp8GemmConfig") -> float:
     return max(rounds, ceil_div(max(m, 1), cfg.block_m) * cfg.n_blocks * cfg.split_k / cfg.num_sms)
 
 
+def on_fewer_sms(cfg: "Fp8GemmConfig", m: int, sms: int) -> tuple["Fp8GemmConfig | None", str]:
+    """`cfg` (measured on the whole device) for a launch on `sms` of its SMs (deep_gemm.set_num_sms),
+    where that changes nothing an SM does: one CTA per SM, whole clusters, and the walk takes as many
+    rounds at M = m as on the whole device, so each SM runs the tiles it ran there; else (None, why)."""
+    if cfg.ctas_per_sm != 1:
+        return None, f"{cfg.ctas_per_sm} CTAs per SM"
+    if cfg.stream_k:
+        return None, "a stream-K walk"
+    width = cfg.split_k if cfg.split_cluster else cfg.cluster
+    if sms % width or sms < width:
+        return None, f"clusters of {width} CTAs do not divide {sms} SMs"
+    fewer = replace(cfg, num_sms=sms)
+    before, after = walk_rounds(m, cfg), walk_rounds(m, fewer)
+    if after != before:
+        return None, f"its walk takes {after} rounds on {sms} SMs, {before} on all"
+    return fewer, f"{after} round{'s' * (after != 1)} on either"
+
+
 def kernel_grid(attrs, m: int) -> int:
     """persistent_grid from a lowered kernel's attributes (launcher, interpreter)."""
     get = attrs.get
