@@ -231,3 +231,19 @@ class HintStores(Pass):
 
     def run(self, kernel: Node) -> Node:
         return expand_ops(kernel, lambda n: [n.with_attrs(l2=self.policy) if n.op is Op.TMA_STORE else n])
+
+
+class DropOperandLoads(Pass):
+    """Ablation, not a correct kernel: the load role stops loading the named operands (`params`,
+    e.g. ("A",)); their ring slots keep whatever shared memory held, the slot's expect_tx counts only
+    the boxes still loaded, and every wgmma, promotion and store runs as before.  At M <= 128 every
+    CTA reads all of A from L2 per N tile (1.3-2x B's DRAM bytes in the issue's small-M cells, TUNING
+    step 115): timed beside the default ("noA", "noB", "noAB"), it splits a cell's time into what each
+    operand's traffic costs and what is left (startup, math, epilogue)."""
+    name = "drop_operand_loads"
+
+    def __init__(self, params=("A",)):
+        self.params = tuple(params)
+
+    def run(self, kernel: Node) -> Node:
+        return expand_ops(kernel, lambda n: [] if n.op is Op.TMA_LOAD and n.args[3] in self.params else [n])

@@ -20,8 +20,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ablations import (CeilingNoPromotion, DetachedPromotion, HintStores, InterleaveUnroll8, NoEpilogue, NoStageOut,  # noqa: E402
-                       NoWork, RescaleCost, ScaleAtEnd, UnitBScales, pipeline_with)
+from ablations import (CeilingNoPromotion, DetachedPromotion, DropOperandLoads, HintStores, InterleaveUnroll8,  # noqa: E402
+                       NoEpilogue, NoStageOut, NoWork, RescaleCost, ScaleAtEnd, UnitBScales, pipeline_with)
 from common import calc_diff, cublas_fp8_gemm, do_bench, header, write  # noqa: E402
 
 from dgir import deep_gemm  # noqa: E402
@@ -108,6 +108,11 @@ VARIANTS = {
     # or 2 KB of shared memory ("nowork_smem")
     "nowork": lambda: pipeline_with() + [NoWork()],
     "nowork_smem": lambda: pipeline_with() + [NoWork(smem_bytes=2048)],
+    # operand traffic (step 115): the load role skips A's (L2: re-read per N tile), B's (DRAM) or both
+    # TMA loads; timing only (the slots keep stale shared memory)
+    "noA": lambda: pipeline_with() + [DropOperandLoads(("A",))],
+    "noB": lambda: pipeline_with() + [DropOperandLoads(("B",))],
+    "noAB": lambda: pipeline_with() + [DropOperandLoads(("A", "B"))],
 }
 
 

@@ -5,7 +5,8 @@ import re
 
 import pytest
 import torch
-from dgir_testlib import CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, bench_module, cfg_id, edit, final, k_loops, region, stage, stages_for
+from dgir_testlib import (CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, bench_module, cfg_id, edit, final,
+                          interpret_as_launched, k_loops, region, stage, stages_for)
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
@@ -491,6 +492,34 @@ def test_no_work_ablation_keeps_only_the_prologue():
         assert "barrier.cluster.wait" in ptx                 # the cluster's prologue stays
     assert empty.get("smem_bytes") == k.get("smem_bytes") and emit_ptx(empty).count("mbarrier.init") > 0
     assert small.get("smem_bytes") == 2048 and "mbarrier.init" not in emit_ptx(small)
+
+
+@pytest.mark.parametrize("cfg,m", [
+    (Fp8GemmConfig(n=112, k=512, block_m=128, block_n=56, stages=3, num_sms=2), 100),           # boxes fit M
+    (Fp8GemmConfig(n=256, k=512, block_m=128, block_n=128, stages=3, cluster=2, multicast="A", num_sms=2), 256)])
+def test_drop_operand_loads_keeps_the_barrier_protocol(cfg, m):
+    """bench's DropOperandLoads (step 115, timing only): the dropped operand's boxes leave the slot's
+    expected bytes (else the full barrier would wait forever).  The interpreter sizes each fill from
+    the loads left, as the emitter's expect_tx does, and runs to the end; the PTX has one TMA load
+    fewer per operand, and the cluster kernel's constant expect_tx drops by exactly those boxes."""
+    import torch
+
+    from dgir.gpu_run import fp8_inputs, kernel_tensors
+    from dgir.pipeline import run_pipeline
+    ablations = bench_module("ablations")
+    A, sfa, B, sfb, _ = fp8_inputs(m, cfg.n, cfg.k, torch.device("cpu"), 0)
+    ins = kernel_tensors(A, sfa, B, sfb, torch.empty(m, cfg.n, dtype=torch.bfloat16))
+    from dgir.emitters.ptx.emit import emit_ptx
+    loads = emit_ptx(final(cfg)).count("cp.async.bulk.tensor.2d.shared::cluster.global")
+    for params in (("A",), ("A", "B")):
+        kern = run_pipeline(lower(cfg), ablations.pipeline_with() + [ablations.DropOperandLoads(params)])
+        assert not any(n.op is Op.TMA_LOAD and n.args[3] in params for n in kern.walk())
+        assert emit_ptx(kern).count("cp.async.bulk.tensor.2d.shared::cluster.global") == loads - len(params)
+        out = interpret_as_launched(kern, m, ins)
+        assert out["D"].shape == (m, cfg.n)
+        if cfg.cluster > 1:     # 128x128 tile: A 16 KB, B 16 KB, SFA 512 B a slot
+            tx = set(re.findall(r"expect_tx\.shared::cta\.b64 _, \[[^\]]+\], (\d+);", emit_ptx(kern)))
+            assert tx == {str(16384 * (2 - len(params)) + 512)}, tx
 
 
 # --- hint_l2_eviction ------------------------------------------------------------------------------------
