@@ -349,3 +349,47 @@ def test_the_whole_devices_entry_stands_where_it_runs_the_same_on_fewer_sms(sms_
     c = deep_gemm._choice("fp8_gemm_nt", 128, 7168, 16384, _h200(), 0)
     assert c.source == "model" and c.config.num_sms == 66
     assert on_fewer_sms(whole.config, 128, 66) == (None, "its walk takes 2 rounds on 66 SMs, 1 on all")
+
+
+@pytest.mark.parametrize("sfa_in_place,sfb_in_place,workspace,direct", [
+    ("mn", True, {}, True), ("k", True, {}, True),                      # both scales read in place
+    ("mn", True, {"W": torch.empty(4)}, False),                         # a split-K workspace to guard
+    ("mn", False, {}, False), (None, True, {}, False)])                  # SFB copied, SFA transposed
+def test_a_plan_is_direct_only_when_the_launch_is_all_it_does(monkeypatch, sfa_in_place, sfb_in_place, workspace,
+                                                              direct):
+    """_Layout.plan marks a plan `direct` when its call is the launch alone (no staging kernel or copy,
+    no buffers whose stream must be checked); a warm call of such a plan launches on the current
+    stream with set_pdl's setting and does nothing else."""
+    from dgir.runtime import utility_kernels
+    launched = []
+
+    class Launch:
+        pdl_capable = True
+
+        def __init__(self):
+            self.workspace = workspace
+
+        def rebound(self, changes):
+            return self
+
+        def __call__(self, stream, pdl):
+            launched.append((stream, pdl))
+
+    class Kernel:
+        def plan(self, tensors, m):
+            return Launch()
+
+    monkeypatch.setattr(utility_kernels, "sfa_to_mn_major_plan", lambda sfa, out: (lambda stream: None))
+    monkeypatch.setattr(deep_gemm, "_raw_stream", lambda index: 0x5000)
+    A, sfa, B, sfb, d = good()
+    layout = deep_gemm._Layout(Kernel(), A.shape[0], sfa_in_place, sfb_in_place, torch.device("cpu"))
+    plan = layout.plan(A, deep_gemm.get_mn_major_tma_aligned_tensor(sfa) if sfa_in_place == "mn" else sfa, B, sfb, d)
+    assert plan.direct is direct
+    if direct:
+        key = deep_gemm._plan_key(A, sfa, B, sfb, d, None, None, "nk")
+        monkeypatch.setattr(deep_gemm, "_plans", {key: plan})
+        monkeypatch.setattr(deep_gemm, "_stream_capturing", lambda *a: pytest.fail("a direct plan has no buffers"))
+        for pdl in (False, True):
+            monkeypatch.setattr(deep_gemm, "_pdl", pdl)
+            deep_gemm.fp8_gemm_nt((A, sfa), (B, sfb), d)
+        assert launched == [(0x5000, False), (0x5000, True)]
