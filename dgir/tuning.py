@@ -20,7 +20,10 @@ step 46): the rounds are what changes between nearby M (M = 200 needs two 192-ro
 M = 192 needs one).  An entry whose rounds grow at M, and that the cost model rates slower than its
 own pick there, is set aside (:func:`outgrown_entry`, step 104).  A small M whose (N, K) has no
 entries at all may take the config of the nearest measured (N', K') instead (:func:`analogous`,
-step 82).  Else the cost model.  A config is
+step 82).  Else the cost model.  A launch limited to fewer of the device's SMs
+(deep_gemm.set_num_sms) looks up its own SM count first, then takes the whole device's entry where
+that runs the same way on fewer SMs (:func:`dgir.ops.fp8_gemm.on_fewer_sms`), and never a config of
+two CTAs per SM (step 115).  A config is
 a dict of the operator's config fields; it is validated before use, so a stale or hand-edited entry
 is skipped rather than trusted.
 
