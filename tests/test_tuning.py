@@ -803,3 +803,28 @@ def test_compile_without_the_table_takes_the_model(monkeypatch):
     assert res.config_source == "model (132 SMs)"
     given = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=64, stages=4)
     assert dgir.compile("fp8_gemm_nt", m=64, n=576, k=7168, config=given, assemble=False).config_source == "given"
+
+
+@pytest.mark.parametrize("limit", [1, 7, 66, 120, 131])
+def test_every_choice_under_an_sm_limit_is_legal_and_fits_it(limit):
+    """deep_gemm.set_num_sms(limit): for shapes with shipped entries and random ones, the chosen
+    config is legal, for `limit` SMs, one CTA per SM, and its persistent grid has at most `limit`
+    CTAs; some shapes keep their whole-device entry (same rounds), the rest take the model's pick."""
+    import random
+
+    from dgir.ops.fp8_gemm import check_config, persistent_grid
+    rng = random.Random(limit)
+    shipped = [(e["m"], e["n"], e["k"]) for e in tuning._measured_any("fp8_gemm_nt", "NVIDIA H200", 132)
+               if isinstance(e.get("m"), int) and e["m"] >= 1]
+    shapes = rng.sample(shipped, 30) + [(rng.choice([1, 17, 64, 200, 1000, 4096]), 8 * rng.randint(1, 4000),
+                                         16 * rng.randint(8, 1024)) for _ in range(10)]
+    sources = set()
+    for m, n, k in shapes:
+        c = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", limit, device_sms=132)
+        cfg = c.config
+        check_config(cfg)
+        assert cfg.num_sms == limit and cfg.ctas_per_sm == 1, cfg
+        assert persistent_grid(m, cfg.block_m, cfg.n_blocks, cfg.split_k, cfg.num_sms, cfg.cluster, cfg.multicast,
+                               cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k) <= limit
+        sources.add(c.source)
+    assert "model" in sources
