@@ -166,9 +166,10 @@ def set_num_sms(num_sms: int) -> None:
     """Let each GEMM use at most `num_sms` SMs (DeepGEMM's `set_num_sms`), e.g. to leave the others to
     kernels that run beside it (communication).  The persistent grid then has at most that many CTAs,
     one per SM (no config with two CTAs per SM is chosen: those could spread over twice as many SMs),
-    and the tile config is the one chosen for that many SMs: the tuned table measured whole devices,
-    so it is the cost model's pick, or with DG_AUTOTUNE=1 the fastest at that count (recorded under
-    it).  Every argument layout is decided afresh after the call.  `num_sms` must be 1 .. the current
+    and the tile config is the one chosen for that many SMs (dgir.tuning.choose with the device's
+    count): an entry measured at that count (DG_AUTOTUNE=1 records under it), else the whole device's
+    entry where it runs the same way on fewer SMs, else the cost model's pick.  Every argument layout
+    is decided afresh after the call.  `num_sms` must be 1 .. the current
     device's SM count; that count itself (DeepGEMM's default) lifts the limit."""
     global _num_sms
     if isinstance(num_sms, bool) or not isinstance(num_sms, int):

@@ -53,8 +53,9 @@ def align(a: int, b: int) -> int:
 
 # the values of Fp8GemmConfig.math_order and the kernel-name suffix of each
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
-LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",      # Fp8GemmConfig fields left
-               "early_epilogue": "on", "sfa_major": "mn"}                                                               # out of key() at their default
+# Fp8GemmConfig fields left out of key() at their default
+LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",
+               "early_epilogue": "on", "sfa_major": "mn"}
 # where the API settles early_epilogue to "staging" for 256-row tiles (settle_early_epilogue; bench/TUNING.md
 # steps 94-95, 96): at any K up to EARLY_STORE_OFF_MAX_M (specs 194, 196: the early store ran 1.06-1.09x slower at
 # 512-1024 x 32768 x 512, the early staging alone 0.97-0.98x), and for tiles of at most EARLY_STORE_SHORT_K_BLOCKS
