@@ -25,7 +25,7 @@ from collections import defaultdict
 from dataclasses import fields, replace
 from pathlib import Path
 
-from dgir.ops.fp8_gemm import MATH_ORDERS, NUM_SMS, Fp8GemmConfig
+from dgir.ops.fp8_gemm import MATH_ORDERS, NUM_SMS, Fp8GemmConfig, settle
 from dgir.ops.fp8_gemm_model import (FIRST_FIT, FIRST_FIT_MAX_M, ONE_BLOCK_192, ONE_BLOCK_192_MAX_M, REFIT, ModelParams,
                                      choose_config, config_seconds, least, tc_efficiency)
 
@@ -36,20 +36,27 @@ FIRST_SPEC = 110
 # against shifted): they would count as shapes whose model pick was never timed, which says nothing
 # about the fit
 RULE_SPECS = (180, 181)
-NAME = re.compile(r"fp8_gemm_nt_n(\d+)_k(\d+)_bm(\d+)_bn(\d+)_s(\d+)(?:_sk(\d+)(dsm)?)?(_direct)?(?:_c(\d)([AB]))?(?:_o(\d))?(" + "|".join(filter(None, MATH_ORDERS.values())) + ")?$")
+# specs timed at revisions whose default m_tail was "auto" (508306f..647f5d6, bench/TUNING.md step 86):
+# there a kernel name without an m_tail suffix is the kernel that decides at run time
+AUTO_M_TAIL_SPECS = range(173, 178)
+# the fields a kernel name adds to its tile's, in names the tables of the first steps never had
+VARIANT_FIELDS = ("swizzle_group", "m_tail", "early_epilogue", "sfa_major")
 
 
-def config_of(kernel: str) -> Fp8GemmConfig | None:
-    """The config a kernel name spells (None for names with opt-in suffixes: stream-K, rescaled, ring)."""
-    g = NAME.match(kernel)
-    if g is None:
+def config_of(kernel: str, spec: int = 0, tile_only: bool = False) -> Fp8GemmConfig | None:
+    """The config a kernel name spells (Fp8GemmConfig.from_kernel_name), as timed in spec `spec`;
+    None for names with opt-in suffixes (stream-K, rescaled, ring staging), which no chooser picks.
+    tile_only: also None for a name with a variant suffix (tile order, m_tail, early epilogue, SFA
+    read in place): what bench/make_tuned_table.py reads, so that its table stays the one built from
+    the tiles alone."""
+    cfg = Fp8GemmConfig.from_kernel_name(kernel, legacy_m_tail="auto" if spec in AUTO_M_TAIL_SPECS else "fill")
+    if cfg is None or cfg.stream_k or cfg.promotion != "fp32" or cfg.staging != "tile":
         return None
-    n, k, bm, bn, s, sk, dsm, direct, cl, mc, occ, alt = g.groups()
-    return Fp8GemmConfig(n=int(n), k=int(k), block_m=int(bm), block_n=int(bn), stages=int(s),
-                         split_k=int(sk or 1), epilogue="direct" if direct else "tma", cluster=int(cl or 1),
-                         multicast=mc or "A", ctas_per_sm=int(occ or 1),
-                         split_reduce="cluster" if dsm else "global",
-                         math_order={suffix: o for o, suffix in MATH_ORDERS.items()}[alt or ""])
+    if tile_only and (cfg.swizzle_group != 16 or any(
+            getattr(cfg, f) != Fp8GemmConfig.__dataclass_fields__[f].default for f in VARIANT_FIELDS[1:])
+            or kernel.endswith("_tfill")):
+        return None
+    return cfg
 
 
 def spec_number(path) -> int:
@@ -74,16 +81,18 @@ def load_rows(exclude: tuple = RULE_SPECS) -> list[tuple[int, int, int, Fp8GemmC
                 continue
             if r.get("diff") is None or r["diff"] > 1e-3 or r.get("all_finite") is False:
                 continue
-            cfg = config_of(r["kernel"])
+            cfg = config_of(r["kernel"], spec_number(f))
             if cfg is not None and cfg.epilogue == "tma":
                 times[(r["m"], r["n"], r["k"], cfg)].append(r["ms"] * 1e-3)
     return [(m, n, k, c, statistics.median(t)) for (m, n, k, c), t in times.items()]
 
 
 def _tile(c: Fp8GemmConfig) -> tuple:
-    """A config without its ring depth (the chooser takes the deepest ring that fits)."""
+    """A config without its ring depth (the chooser takes the deepest ring that fits): the tile, its
+    split, cluster, occupancy and math order, and the variant its name spells (tile order, m_tail,
+    early epilogue, SFA read)."""
     return (c.block_m, c.block_n, c.split_k, c.split_reduce if c.split_k > 1 else "", c.cluster,
-            c.multicast if c.cluster > 1 else "", c.ctas_per_sm, c.math_order)
+            c.multicast if c.cluster > 1 else "", c.ctas_per_sm, c.math_order) + tuple(getattr(c, f) for f in VARIANT_FIELDS)
 
 
 def score(rows, params: ModelParams) -> tuple[float, float]:
@@ -102,7 +111,10 @@ UNMEASURED_REGRET = 1.10    # what fit() charges for a pick no spec has timed (b
 def picks(rows, params: ModelParams | None = None) -> tuple[int, int, float]:
     """Over shapes with several measured configs: (the chooser's picks that were measured, those never
     measured, the mean regret of the measured ones).  The chooser: the least modelled time under
-    `params`, or (None) the API's own `choose_config` (both constant sets, by M)."""
+    `params`, or (None) the API's own `choose_config` (both constant sets, by M).  A pick is rated by
+    the kernel a call runs (fp8_gemm.settle: its order, m_tail and early epilogue for that M), else,
+    where that variant was never timed (shapes timed before the rule that settles it), by its tile
+    as named."""
     by_shape = defaultdict(dict)
     for m, n, k, c, t in rows:
         by_shape[(m, n, k)][_tile(c)] = min(t, by_shape[(m, n, k)].get(_tile(c), math.inf))
@@ -110,7 +122,8 @@ def picks(rows, params: ModelParams | None = None) -> tuple[int, int, float]:
     shapes = [s for s, v in by_shape.items() if len(v) > 1]
     for s in shapes:
         v = by_shape[s]
-        t = v.get(_tile(least(*s, NUM_SMS, params) if params is not None else choose_config(*s)))
+        pick = least(*s, NUM_SMS, params) if params is not None else choose_config(*s)
+        t = v.get(_tile(settle(pick, s[0])), v.get(_tile(pick)))
         if t is not None:
             measured += 1
             regrets.append(t / min(v.values()))

@@ -118,9 +118,9 @@ def settled_kernel(kernel: str, m: int, src: str) -> str | None:
     API settles a config's early_epilogue per M (fp8_gemm.settle_early_epilogue): where it settles
     to "staging", that config's early-staging-only kernel (suffix `_estg`) is the one a call runs,
     and the plain name timed in a file from spec 191 on (the early store in the default pipeline) is
-    not.  Any other name stays (config_of then skips the opt-in suffixes)."""
+    not.  Any other name stays (config_of then skips the opt-in and variant suffixes)."""
     estg = kernel.endswith("_estg")
-    base = config_of(kernel[:-len("_estg")] if estg else kernel)
+    base = config_of(kernel[:-len("_estg")] if estg else kernel, tile_only=True)
     if base is None:
         return kernel if not estg else None
     staging = settle_early_epilogue(base, m).early_epilogue == "staging"
@@ -146,7 +146,7 @@ def main():
             if not (r.get("diff", 1) < 1e-3) or r.get("all_finite") is False:
                 continue
             kernel = settled_kernel(r["kernel"], r["m"], src)
-            cfg = config_of(kernel) if kernel else None
+            cfg = config_of(kernel, tile_only=True) if kernel else None
             if cfg is None:
                 continue
             key = (device, r["m"], r["n"], r["k"])

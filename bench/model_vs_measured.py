@@ -8,9 +8,7 @@ own prediction, so the table also shows where the measured table overrides the m
 """
 import json
 import math
-import re
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from fit_model import config_of
@@ -35,11 +33,7 @@ def main(path: str) -> None:
     for r in doc["rows"]:
         if r.get("variant") != "default" or r["m"] not in (64, 128, 4096) or "ms" not in r:
             continue
-        # the model does not see the tile order: a kernel walking its own order (_g<n>) is rated as its tile
-        order = re.search(r"_g(\d+)$", r["kernel"])
-        cfg = config_of(re.sub(r"_g\d+$", "", r["kernel"]))
-        if order:
-            cfg = replace(cfg, swizzle_group=int(order[1]))
+        cfg = config_of(r["kernel"])
         model = config_seconds(r["m"], r["n"], r["k"], cfg) * 1e6
         own = choose_config(r["m"], r["n"], r["k"])
         meas = r["ms"] * 1e3

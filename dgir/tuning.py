@@ -249,7 +249,7 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
     if hasattr(c.config, "m_tail"):
         from .ops import fp8_gemm as F
         chosen = c.config
-        c = Choice(F.settle_early_epilogue(F.settle_m_tail(F.settle_walk_order(chosen, m), m), m), c.source, c.detail)
+        c = Choice(F.settle(chosen, m), c.source, c.detail)
         if trace is not None:
             if c.config.swizzle_group != chosen.swizzle_group:
                 trace.append(f"walk order: N first, single CTAs, in place of {chosen.kernel_name()} (at most "

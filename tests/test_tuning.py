@@ -1,4 +1,5 @@
 """Measured configs: the shipped table, the user cache, and how the DeepGEMM API chooses a config."""
+import random
 import json
 import statistics
 import subprocess
@@ -13,7 +14,7 @@ import dgir
 from dgir import deep_gemm, tuning
 from dgir.autotune import candidates
 from dgir.ops import get_operator
-from dgir.ops.fp8_gemm import Fp8GemmConfig
+from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig
 from dgir.ops.fp8_gemm_model import config_seconds
 
 H200 = SimpleNamespace(name="NVIDIA H200", sms=132)
@@ -828,3 +829,43 @@ def test_every_choice_under_an_sm_limit_is_legal_and_fits_it(limit):
                                cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k) <= limit
         sources.add(c.source)
     assert "model" in sources
+
+
+def test_every_field_a_kernel_name_spells_reads_back():
+    """Fp8GemmConfig.from_kernel_name inverts kernel_name over a seeded sample of the whole field space
+    (the bench tools read every timed row's config back from its name; names they could not read were
+    left out of the model's fit, bench/TUNING.md step 116)."""
+    rng = random.Random(116)
+    for _ in range(3000):
+        cfg = Fp8GemmConfig(
+            n=rng.choice([320, 576, 7168]), k=rng.choice([512, 7168]), block_m=rng.choice([64, 128, 192, 256]),
+            block_n=rng.choice([16, 56, 128, 200]), stages=rng.randint(1, 12), swizzle_group=rng.choice([1, 4, 16]),
+            split_k=rng.choice([1, 2, 8]), split_reduce=rng.choice(["global", "cluster"]), epilogue=rng.choice(["tma", "direct"]),
+            cluster=rng.choice([1, 2, 4]), multicast=rng.choice("AB"), ctas_per_sm=rng.choice([1, 2]),
+            math_order=rng.choice(list(MATH_ORDERS)), stream_k=rng.random() < 0.2, promotion=rng.choice(["fp32", "rescaled"]),
+            staging=rng.choice(["tile", "ring"]), m_tail=rng.choice(["fill", "shift", "auto"]),
+            early_epilogue=rng.choice(["on", "off", "staging"]), sfa_major=rng.choice(["mn", "k"]))
+        # fields a name cannot carry: the reduction of an unsplit tile, the shared operand of no cluster
+        expected = replace(cfg, split_reduce=cfg.split_reduce if cfg.split_k > 1 else "global",
+                           multicast=cfg.multicast if cfg.cluster > 1 else "A")
+        assert Fp8GemmConfig.from_kernel_name(cfg.kernel_name()) == expected, cfg.kernel_name()
+    assert Fp8GemmConfig.from_kernel_name("fp8_gemm_nt_n576_k7168_bm64_bn32_s6_sk7_bogus") is None
+
+
+def test_measured_rows_read_back_as_the_kernels_that_ran():
+    """bench/fit_model.config_of: names of the revisions whose default m_tail was "auto" (specs 173-177)
+    read back as that kernel, their "_tfill" as "fill"; opt-in kernels are not read; the table builder's
+    tile_only view keeps refusing every variant suffix (its table is built from tiles alone)."""
+    from dgir_testlib import bench_module
+    fit = bench_module("fit_model")
+    plain = Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=48, stages=6)
+    assert fit.config_of(plain.kernel_name()) == plain
+    assert fit.config_of(plain.kernel_name(), spec=175).m_tail == "auto"
+    assert fit.config_of(plain.kernel_name() + "_tfill", spec=175) == plain
+    assert fit.config_of(replace(plain, stream_k=True).kernel_name()) is None
+    assert fit.config_of(replace(plain, promotion="rescaled").kernel_name()) is None
+    walked = replace(plain, swizzle_group=1, m_tail="shift")
+    assert fit.config_of(walked.kernel_name()) == walked
+    assert fit.config_of(walked.kernel_name(), tile_only=True) is None
+    assert fit.config_of(plain.kernel_name() + "_tfill", tile_only=True) is None
+    assert fit.config_of(plain.kernel_name(), tile_only=True) == plain

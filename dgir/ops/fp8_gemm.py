@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import asdict, dataclass, replace
 
 from ..builder import Builder
@@ -190,19 +191,60 @@ class Fp8GemmConfig:
         return self.split_k > 1 and self.split_reduce == "cluster"
 
     def kernel_name(self) -> str:
+        """The config spelled out (every field but num_sms); from_kernel_name reads it back."""
         split = f"_sk{self.split_k}{'dsm' if self.split_cluster else ''}" if self.split_k > 1 else ""
-        direct = "_direct" if self.epilogue == "direct" else ""
         cl = f"_c{self.cluster}{self.multicast}" if self.cluster > 1 else ""
         occ = f"_o{self.ctas_per_sm}" if self.ctas_per_sm > 1 else ""
-        stk = "_stk" if self.stream_k else ""
-        rs = "_rs" if self.promotion == "rescaled" else ""
-        ring = "_dring" if self.staging == "ring" else ""
-        tail = {"shift": "_tsh", "auto": "_tauto"}.get(self.m_tail, "")
-        late = {"off": "_late", "staging": "_estg"}.get(self.early_epilogue, "")
-        sfk = "_sfk" if self.sfa_major == "k" else ""
         order = f"_g{self.swizzle_group}" if self.swizzle_group != 16 else ""     # bands of the tile order
+        mark = {f: NAME_SUFFIXES[f].get(getattr(self, f), "") for f in NAME_SUFFIXES}
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
-                f"{split}{stk}{direct}{cl}{occ}{MATH_ORDERS.get(self.math_order, '')}{rs}{ring}{order}{tail}{late}{sfk}")
+                f"{split}{mark['stream_k']}{mark['epilogue']}{cl}{occ}{mark['math_order']}{mark['promotion']}"
+                f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}")
+
+    @staticmethod
+    def from_kernel_name(name: str, legacy_m_tail: str = "fill") -> "Fp8GemmConfig | None":
+        """The config a kernel name spells (None if it is not one), num_sms left at its default.
+        `legacy_m_tail`: what a name without an m_tail suffix meant when it was written (result files
+        of the revisions whose default m_tail was "auto", bench/fit_model.py)."""
+        g = _KERNEL_NAME.fullmatch(name)
+        if g is None:
+            return None
+        read = {f: {suffix: value for value, suffix in NAME_SUFFIXES[f].items()}.get(g[f] or "", _DEFAULTS[f])
+                for f in NAME_SUFFIXES}
+        if not g["m_tail"]:
+            read["m_tail"] = legacy_m_tail
+        return Fp8GemmConfig(n=int(g["n"]), k=int(g["k"]), block_m=int(g["bm"]), block_n=int(g["bn"]),
+                             stages=int(g["s"]), split_k=int(g["split_k"] or 1),
+                             split_reduce="cluster" if g["dsm"] else "global",
+                             cluster=int(g["cluster"] or 1), multicast=g["multicast"] or "A",
+                             ctas_per_sm=int(g["occ"] or 1), swizzle_group=int(g["g"] or 16), **read)
+
+
+# the kernel-name suffix of each value of the fields that take one of a few (a field's default has
+# none); "_tfill" is m_tail="fill" as result files of the revisions whose default was "auto" spell it
+NAME_SUFFIXES = {
+    "stream_k": {True: "_stk"},
+    "epilogue": {"direct": "_direct"},
+    "math_order": {o: suffix for o, suffix in MATH_ORDERS.items() if suffix},
+    "promotion": {"rescaled": "_rs"},
+    "staging": {"ring": "_dring"},
+    "m_tail": {"shift": "_tsh", "auto": "_tauto"},
+    "early_epilogue": {"off": "_late", "staging": "_estg"},
+    "sfa_major": {"k": "_sfk"},
+}
+_DEFAULTS = {f: Fp8GemmConfig.__dataclass_fields__[f].default for f in NAME_SUFFIXES}
+
+
+def _one_of(field: str, extra: tuple = ()) -> str:
+    return f"(?P<{field}>{'|'.join(tuple(NAME_SUFFIXES[field].values()) + extra)})?"
+
+
+_KERNEL_NAME = re.compile(
+    r"fp8_gemm_nt_n(?P<n>\d+)_k(?P<k>\d+)_bm(?P<bm>\d+)_bn(?P<bn>\d+)_s(?P<s>\d+)"
+    r"(?:_sk(?P<split_k>\d+)(?P<dsm>dsm)?)?" + _one_of("stream_k") + _one_of("epilogue")
+    + r"(?:_c(?P<cluster>\d)(?P<multicast>[AB]))?(?:_o(?P<occ>\d))?" + _one_of("math_order") + _one_of("promotion")
+    + _one_of("staging") + r"(?:_g(?P<g>\d+))?" + _one_of("m_tail", ("_tfill",)) + _one_of("early_epilogue")
+    + _one_of("sfa_major"))
 
 
 def persistent_grid(m: int, block_m: int, n_blocks: int, split_k: int, num_sms: int, cluster: int = 1,
@@ -266,6 +308,13 @@ def tail_cap(m: int, block_m: int, below: int) -> int:
     last = last_m0(m, block_m)
     up = min((last + block_m - m) // 4 * 4, last) if m - last < below else 0
     return last - up
+
+
+def settle(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
+    """The kernel a call at M = m runs for a chosen config (dgir.tuning.choose): its tile order,
+    m_tail and early epilogue settled for that M, in that order (the order can make a cluster single
+    CTAs, which the other two then see)."""
+    return settle_early_epilogue(settle_m_tail(settle_walk_order(cfg, m), m), m)
 
 
 def settle_m_tail(cfg: "Fp8GemmConfig", m: int) -> "Fp8GemmConfig":
