@@ -869,3 +869,20 @@ def test_measured_rows_read_back_as_the_kernels_that_ran():
     assert fit.config_of(walked.kernel_name(), tile_only=True) is None
     assert fit.config_of(plain.kernel_name() + "_tfill", tile_only=True) is None
     assert fit.config_of(plain.kernel_name(), tile_only=True) == plain
+
+
+def test_the_api_regret_of_a_shape_comes_from_the_newest_head_to_head():
+    """bench/api_regret.py rates the API's kernel inside one file, the newest that timed it beside
+    another kernel (leases differ by up to 10%), by medians; a file that timed it alone does not count."""
+    from dgir_testlib import bench_module
+    regret = bench_module("api_regret")
+    runs = [(150, {"api": [10e-6, 10e-6, 30e-6], "other": [12e-6]}),     # older head-to-head: api fastest
+            (200, {"api": [11e-6, 11e-6, 1e-6], "other": [10e-6, 9e-6, 10e-6], "third": [13e-6]}),
+            (250, {"api": [5e-6]})]                                      # newest, but api alone
+    spec, t_api, best, t_best = regret.head_to_head("api", runs)
+    assert (spec, best) == (200, "other") and t_api == 11e-6 and t_best == 10e-6
+    assert regret.head_to_head("api", [(250, {"api": [5e-6]})]) is None
+    doc = json.loads((ROOT / "bench" / "results" / "api_regret.json").read_text())
+    assert doc["shapes_rated"] == len(doc["rows"]) > 0
+    assert all(r["regret"] >= 1.0 and r["loss"] == (r["regret"] > regret.LOSS and r["api_us"] - r["fastest_us"] > regret.MODE_GAP_US)
+               for r in doc["rows"])
