@@ -333,15 +333,17 @@ NARROW_192 = 0.42
 TAIL_PAIRS_DRAWN = {256: 64}
 
 
-def api_choice(m, n, k, params, band):
+def api_choice(m, n, k, params, band, tail_pairs=TAIL_PAIRS_DRAWN):
     """The API's config at (m, n, k) with the cost model's constants `params` for the M of `band`
-    (a predicate over M; the model's own constants elsewhere), its m tail settled by TAIL_PAIRS_DRAWN."""
+    (a predicate over M; the model's own constants elsewhere), its m tail settled with
+    SHIFT_TAIL_BELOW_B_PAIRS = `tail_pairs` (the generators before spec 283 drew with
+    TAIL_PAIRS_DRAWN; None: the package's rule)."""
     from dgir import tuning
     from dgir.ops import fp8_gemm as F
     from dgir.ops import fp8_gemm_model as model
     params_for, pairs = model.params_for, F.SHIFT_TAIL_BELOW_B_PAIRS
     model.params_for = lambda mm: params if band(mm) else params_for(mm)
-    F.SHIFT_TAIL_BELOW_B_PAIRS = TAIL_PAIRS_DRAWN
+    F.SHIFT_TAIL_BELOW_B_PAIRS = pairs if tail_pairs is None else tail_pairs
     try:
         return tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
     finally:
@@ -902,7 +904,8 @@ def drawn_shapes(seed, m_lo):
             yield m, n, k
 
 
-def above_320_change_lines(seed, count, before, after, spell=lambda m, cfg: spec(m, cfg) + m_tail_suffix(cfg)):
+def above_320_change_lines(seed, count, before, after, spell=lambda m, cfg: spec(m, cfg) + m_tail_suffix(cfg),
+                           tail_pairs=TAIL_PAIRS_DRAWN):
     """`count` random shapes above M = 320 (M a multiple of 4 log-uniform in 324..8192, N a multiple
     of 64 log-uniform in 256..32768, K a multiple of 512 up to 16384, at most 2 TFLOP) where the
     model's constants `after` change the API's choice under `before`: the choice before, after, cuBLAS.
@@ -911,7 +914,7 @@ def above_320_change_lines(seed, count, before, after, spell=lambda m, cfg: spec
     for m, n, k in drawn_shapes(seed, 324):
         if len(out) == 3 * count:
             return out
-        cur, var = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
+        cur, var = (api_choice(m, n, k, p, above_first_fit, tail_pairs) for p in (before, after))
         if cur != var:
             out += [spell(m, cur), spell(m, var), f"{m},{n},{k}::cublas"]
 
@@ -987,7 +990,7 @@ def rounds_model_lines(seed=267, count=16, variants=ROUNDS_VARIANTS, committed=T
             held += 1
 
 
-def changed_untimed_lines(before, after, drawn_at):
+def changed_untimed_lines(before, after, drawn_at, tail_pairs=TAIL_PAIRS_DRAWN, spell=None):
     """Spec 269 (step 109): every shape above M = 320 of a committed raw result (specs before
     `drawn_at`) where the model's constants `after` change the API's choice under `before` to a kernel
     no result timed at that shape: the choice after, the choice before."""
@@ -1005,9 +1008,9 @@ def changed_untimed_lines(before, after, drawn_at):
                 timed.setdefault((r["m"], r["n"], r["k"]), set()).add(r["kernel"])
     lines = []
     for (m, n, k), kernels in sorted(timed.items()):
-        old, new = (api_choice(m, n, k, p, above_first_fit) for p in (before, after))
+        old, new = (api_choice(m, n, k, p, above_first_fit, tail_pairs) for p in (before, after))
         if new != old and new.kernel_name() not in kernels:
-            lines += [api_spec(m, new), api_spec(m, old)]
+            lines += [(spell or api_spec)(m, new), (spell or api_spec)(m, old)]
     return lines
 
 
@@ -1041,6 +1044,34 @@ def partial_round(gain, from_rounds=2):
     (`ModelParams.partial_round_gain`, `partial_round_from`): at the power limit busy SMs clock higher."""
     from dataclasses import replace
     return replace(refit_109(), partial_round_gain=gain, partial_round_from=from_rounds)
+
+
+def refit_116():
+    """Spec 283 (step 116): REFIT refitted (`bench/fit_model.py --fit`, three rounds) on every committed
+    timing above M = 128 once the suffixed kernel names were read (4722 configs; the shipped REFIT saw
+    4027): each tile with 8 or more timed configs keeps its own efficiency (most at the formula's
+    value), 128x64 and 64x128 rated 10% higher, later rounds 1.05x the first's, a narrower formula
+    exponent, a smaller tile overhead and split-K cost.  In sample: the picks change at 108 committed
+    shapes, 0.969x the time at the 63 where both were timed, 45 never timed."""
+    from dataclasses import replace
+    p = shipped_refit()
+    old = {(bm, bn): e for bm, bn, e in p.tc_table}
+    entries = {**old, (64, 128): 0.5115, (128, 64): 0.5338, (64, 16): 0.24, (64, 24): 0.1826, (64, 32): 0.2294,
+               (64, 40): 0.2602, (64, 48): 0.2726, (64, 56): 0.2836, (64, 72): 0.3781, (64, 80): 0.3108,
+               (64, 88): 0.3185, (64, 96): 0.3257, (64, 144): 0.3612, (128, 16): 0.32, (128, 32): 0.4247,
+               (128, 40): 0.3854, (128, 72): 0.4482, (128, 80): 0.4374, (128, 112): 0.502, (128, 136): 0.5084,
+               (192, 32): 0.4417, (192, 72): 0.4661, (192, 80): 0.5028, (192, 88): 0.5152, (192, 96): 0.56,
+               (256, 64): 0.5288, (256, 96): 0.5587, (256, 104): 0.5418, (256, 112): 0.5813}
+    return replace(p, tile_overhead=1.9431e-6, later_rounds=1.05, split_fixed=6.604e-6, tc_narrow_exp=0.4410,
+                   tc_table=tuple((bm, bn, e) for (bm, bn), e in entries.items()))
+
+
+def refit_116_lines():
+    """Spec 283: the committed shapes above M = 320 where refit_116 changes the API's kernel to one no
+    result timed there (its kernel, then the shipped one's), then 16 random shapes (seed 283) where it
+    changes the API's choice: the shipped choice, refit_116's, cuBLAS.  Today's m-tail rule."""
+    return (changed_untimed_lines(shipped_refit(), refit_116(), 283, tail_pairs=None)
+            + above_320_change_lines(283, 16, shipped_refit(), refit_116(), api_spec, tail_pairs=None))
 
 
 def log_uniform(rng, lo, hi, multiple):
@@ -1138,6 +1169,7 @@ NAMED = {
         "bm=64,bn=256,s=4")), 2),
     "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
+    "--refit-116": (refit_116_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1148,9 +1180,10 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
-                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n")
+                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
-SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates")
+SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
+                       "--refit-116")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm, fp8_gemm_model

@@ -886,3 +886,15 @@ def test_the_api_regret_of_a_shape_comes_from_the_newest_head_to_head():
     assert doc["shapes_rated"] == len(doc["rows"]) > 0
     assert all(r["regret"] >= 1.0 and r["loss"] == (r["regret"] > regret.LOSS and r["api_us"] - r["fastest_us"] > regret.MODE_GAP_US)
                for r in doc["rows"])
+
+
+def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
+    """bench/chooser_ab.py judges two constant sets on a spec's timings; on spec 275's committed file
+    it gives step 110's figures for the partial-round gain (16 shapes, 0.981x, 3 slower, behind
+    cuBLAS 5 -> 1), the verdict spec 283 will be read with for refit_116."""
+    from dgir_testlib import bench_module
+    ab = bench_module("chooser_ab")
+    specs = bench_module("random_shapes_specs")
+    out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune275_exp.json", specs.refit_109(), specs.partial_round(0.25))
+    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 0.981
+    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (3, 5, 1)
