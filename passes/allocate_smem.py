@@ -6,6 +6,7 @@ from dgir.ir import Node, Op
 from . import Pass
 
 SMEM_LIMIT = 232448      # sm_90 opt-in maximum of dynamic shared memory per block
+SMEM_PER_SM = 233472     # one SM's shared memory; each resident CTA also reserves 1 KB
 BASE_SLACK = 1024        # the kernel rounds the window base up to 1024 bytes (swizzle atoms)
 
 
@@ -20,6 +21,8 @@ class AllocateSmem(Pass):
     (ready, free) per receive buffer of cluster split-K (smem with `exchange`).  Writes
     `offset` and `slot_bytes` on each smem decl, `barriers` (offset of full[0]; empty follows full) on
     each channel and `smem_bytes` on the kernel (launch size, including the alignment slack).
+    A layout over the budget (the opt-in limit, or an SM's share with `ctas_per_sm` CTAs) is refused
+    here, naming the ring depth, rather than by the driver at the launch.
     """
     name = "allocate_smem"
 
@@ -48,7 +51,14 @@ class AllocateSmem(Pass):
                 off += 16
         for n in kernel.body:
             body.append(placed.get(n.name, n) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
-        return kernel.with_body(body).with_attrs(smem_bytes=off + BASE_SLACK)
+        total, occ = off + BASE_SLACK, kernel.get("ctas_per_sm") or 1
+        limit = min(SMEM_LIMIT, SMEM_PER_SM // occ - 1024)
+        if total > limit:
+            rings = ", ".join(f"%{n.name} {n.get('stages')} x {placed[n.name].get('slot_bytes')} B"
+                              for n in smem if n.get("stages", 1) > 1)
+            raise ValueError(f"{kernel.name}: shared memory needs {total} B, over the {limit} B a CTA may have "
+                             f"({occ} per SM); rings: {rings}: fewer stages fit")
+        return kernel.with_body(body).with_attrs(smem_bytes=total)
 
 
 PASS = AllocateSmem()

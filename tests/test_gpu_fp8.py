@@ -688,19 +688,22 @@ def test_alternating_math_order_matches_reference(bm, bn, stages, cl, order):
 
 # split-K over a cluster: (m, n, k, block_n, stages, split_k, ctas_per_sm, num_sms); the num_sms of the
 # last ones makes each cluster walk several output tiles (rounds of its ready / done barriers)
-CLUSTER_SPLITS = [(64, 576, 7168, 32, 8, 7, 1, 132), (128, 576, 7168, 64, 8, 7, 1, 132),
-                  (64, 2112, 7168, 64, 8, 4, 1, 132), (17, 576, 7168, 32, 6, 7, 2, 132),
-                  (130, 1000, 2048, 40, 4, 8, 1, 16), (64, 4096, 7168, 32, 6, 2, 2, 24),
-                  (100, 1000, 4096, 48, 6, 8, 2, 132), (1, 136, 1024, 40, 4, 4, 2, 8)]   # N tails
+# block_m last (128: two math warpgroups exchanging their fragments, bench/TUNING.md step 116)
+CLUSTER_SPLITS = [(64, 576, 7168, 32, 8, 7, 1, 132, 64), (128, 576, 7168, 64, 8, 7, 1, 132, 64),
+                  (64, 2112, 7168, 64, 8, 4, 1, 132, 64), (17, 576, 7168, 32, 6, 7, 2, 132, 64),
+                  (130, 1000, 2048, 40, 4, 8, 1, 16, 64), (64, 4096, 7168, 32, 6, 2, 2, 24, 64),
+                  (100, 1000, 4096, 48, 6, 8, 2, 132, 64), (1, 136, 1024, 40, 4, 4, 2, 8, 64),   # N tails
+                  (128, 576, 7168, 48, 8, 8, 1, 132, 128), (128, 2112, 7168, 64, 7, 4, 1, 132, 128),
+                  (200, 1000, 4096, 64, 6, 4, 1, 16, 128), (77, 4096, 7168, 128, 4, 4, 1, 132, 128)]
 
 
-@pytest.mark.parametrize("m,n,k,bn,stages,sk,occ,sms", CLUSTER_SPLITS,
-                         ids=[f"{c[0]}x{c[1]}x{c[2]}_sk{c[5]}_sms{c[7]}" for c in CLUSTER_SPLITS])
-def test_cluster_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bn, stages, sk, occ, sms):
+@pytest.mark.parametrize("m,n,k,bn,stages,sk,occ,sms,bm", CLUSTER_SPLITS,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[8]}_sk{c[5]}_sms{c[7]}" for c in CLUSTER_SPLITS])
+def test_cluster_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bn, stages, sk, occ, sms, bm):
     from dgir import deep_gemm
     from dgir.gpu_run import calc_diff, fp8_inputs, launch_poisoned
     from dgir.ops.fp8_gemm import Fp8GemmConfig
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, split_k=sk, split_reduce="cluster",
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, split_k=sk, split_reduce="cluster",
                         ctas_per_sm=occ, num_sms=sms)
     dev = torch.device("cuda:0")
     A, sfa, B, sfb, ref = fp8_inputs(m, n, k, dev, torch.randint(0, 2**31, ()).item())

@@ -134,12 +134,15 @@ def test_async_staged_b_scales_preserve_the_result(m, n, k, bm, bn, stages, clus
 
 # split-K over a cluster (split_reduce="cluster"): (m, n, k, bn, stages, split_k); num_sms small enough
 # that each cluster walks several output tiles (rounds of the ready / done barriers)
-SPLIT_CLUSTERS = [(70, 96, 512, 32, 2, 4), (130, 200, 768, 64, 3, 3), (17, 64, 1024, 16, 2, 8), (64, 136, 896, 40, 2, 7)]
+# (block_m 128: two math warpgroups, each exchanging its own 64-row fragment; M tails inside each)
+SPLIT_CLUSTERS = [(70, 96, 512, 64, 32, 2, 4), (130, 200, 768, 64, 64, 3, 3), (17, 64, 1024, 64, 16, 2, 8),
+                  (64, 136, 896, 64, 40, 2, 7), (200, 160, 768, 128, 48, 3, 3), (100, 136, 1024, 128, 64, 2, 4),
+                  (300, 96, 512, 128, 32, 2, 2)]
 
 
-@pytest.mark.parametrize("m,n,k,bn,stages,split_k", SPLIT_CLUSTERS)
-def test_every_pass_preserves_the_result_with_cluster_split_k(m, n, k, bn, stages, split_k):
-    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, num_sms=2 * split_k, split_k=split_k,
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", SPLIT_CLUSTERS)
+def test_every_pass_preserves_the_result_with_cluster_split_k(m, n, k, bm, bn, stages, split_k):
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, num_sms=2 * split_k, split_k=split_k,
                         split_reduce="cluster")
     final = _check_every_stage(cfg, m, n, k)[-1][1]
     assert final.get("cluster") == split_k and final.find(Op.PARTIAL_REDUCE)

@@ -110,7 +110,7 @@ def test_panels_fit_one_slot():
 def test_ring_staging_gives_128x128_a_sixth_stage():
     assert max_stages(128, 128) == 5 and max_stages(128, 128, staging=False) >= 6
     _kernel(512, 4096, 7168, 128, 128, 6, 1, "A", 132)      # verifies (shared memory within the limit)
-    with pytest.raises(Exception, match="exceeds"):
+    with pytest.raises(Exception, match="over the 232448 B a CTA may have"):
         _kernel(512, 4096, 7168, 128, 128, 6, 1, "A", 132, staging="tile")
 
 

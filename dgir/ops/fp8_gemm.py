@@ -541,7 +541,7 @@ def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: in
     direct epilogue, split-K, or staging="ring"); exchange=split_k of a split-K over a cluster, whose
     receive buffer takes the staging tile's place."""
     if exchange > 1:
-        other = align(exchange_bytes(block_n, exchange), 128) + 2 * exchange * 8
+        other = align(exchange_bytes(block_n, exchange, max(1, block_m // 64)), 128) + 2 * exchange * 8
     else:
         other = align(block_m * block_n * 2, 1024) if staging else 0
     fixed = other + 1024 + 2 * 16 * 8   # D staging or the receive buffer, slack, barriers
@@ -549,10 +549,11 @@ def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: in
     return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n, sfa_major), MAX_STAGES)
 
 
-def exchange_bytes(block_n: int, split_k: int) -> int:
+def exchange_bytes(block_n: int, split_k: int, math_wgs: int = 1) -> int:
     """The receive buffer of a split-K over a cluster (lower: "partials"): from each of the split_k
-    CTAs, this rank's share of the 64 x block_n fragment, one float2 per pair slot and thread."""
-    return split_k * ceil_div(block_n // 4, split_k) * 128 * 2 * 4
+    CTAs, this rank's share of each math warpgroup's 64 x block_n fragment, one float2 per pair slot
+    and math thread."""
+    return split_k * ceil_div(block_n // 4, split_k) * 128 * math_wgs * 2 * 4
 
 
 def max_stages_for(cfg: "Fp8GemmConfig") -> int:
@@ -622,6 +623,9 @@ def three_warpgroup_spill(block_n: int, split_k: int = 1) -> str:
 # per SM, spec 150) or measured slower (64x96 / 64x128 slices, bench/TUNING.md step 23); the measured
 # cluster-split picks are 16-80 wide (64x80 at 128x2560x7168, spec 150)
 CLUSTER_SPLIT_MAX_BLOCK_N = 80
+# tiles whose K slices may run as one cluster (split_reduce="cluster"): one or two math warpgroups, each
+# exchanging its own 64-row fragment (128 rows: bench/TUNING.md step 116, not yet timed)
+CLUSTER_SPLIT_BLOCK_MS = (64, 128)
 
 
 def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
@@ -694,10 +698,11 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.split_reduce not in ("global", "cluster"):
         raise OpError(f"fp8_gemm_nt: split_reduce must be 'global' or 'cluster', got {cfg.split_reduce!r}")
     if cfg.split_cluster:
-        if cfg.split_k > 8 or cfg.cluster > 1 or cfg.block_m != 64:
+        if cfg.split_k > 8 or cfg.cluster > 1 or cfg.block_m not in CLUSTER_SPLIT_BLOCK_MS:
             raise OpError(f"fp8_gemm_nt: split_reduce='cluster' runs the split_k={cfg.split_k} slices of a tile as "
-                          f"one cluster: needs split_k <= 8 (portable cluster size), cluster=1 and block_m=64 "
-                          f"(the DSMEM exchange is laid out for one math warpgroup's 64-row fragment)")
+                          f"one cluster: needs split_k <= 8 (portable cluster size), cluster=1 and block_m in "
+                          f"{CLUSTER_SPLIT_BLOCK_MS} (each math warpgroup exchanges its 64-row fragment; a two-wave "
+                          f"256-row tile would exchange two per warpgroup)")
     if cfg.math_order not in MATH_ORDERS:
         raise OpError(f"fp8_gemm_nt: math_order must be one of {', '.join(map(repr, MATH_ORDERS))}, "
                       f"got {cfg.math_order!r}")
@@ -798,8 +803,9 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))
     elif XC:   # the receive buffer: from each of the SK CTAs, this rank's share of the tile's fragment
         # pairs (one float2 per pair slot and thread); ready / free barriers in allocate_smem
-        slots = ceil_div(BN // 4, SK)          # (its bytes: exchange_bytes, which max_stages_for counts)
-        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (SK, slots, 128, 2)), exchange=SK)
+        # (its bytes: exchange_bytes, which max_stages_for counts); one thread row per math thread
+        slots = ceil_div(BN // 4, SK)
+        decl.emit(Op.SMEM, "partials", type=Type(DType.f32, (SK, slots, 128 * cfg.math_wgs, 2)), exchange=SK)
     else:
         decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))   # "this CTA reduces" broadcast
     # a cluster channel: a slot is free again once the consumers of every CTA of the cluster released it

@@ -1,7 +1,8 @@
 """PTX for split-K over a cluster (split_reduce="cluster"): the K slices of a tile are the S CTAs of one
 cluster.  Rank q reduces the fragment pairs p with p % S == q (pair p = registers 2p, 2p + 1 of the
 accumulator: columns 8 * (p // 2) + {0, 1}, row half p % 2).  Each CTA pushes every rank its share
-with st.async into that rank's receive buffer (`partials`: [sender, pair slot, thread, 2] floats),
+with st.async into that rank's receive buffer (`partials`: [sender, pair slot, math thread, 2] floats;
+each math warpgroup exchanges its own 64-row fragment),
 which completes bytes on the receiver's `ready` mbarrier - no fence on the critical path, and the
 reducer reads its own shared memory.  Two mbarriers per CTA, one phase per round (output tile):
   ready - the receiver's math warps each post the bytes they expect (arrive.expect_tx); the phase
@@ -41,14 +42,18 @@ def _barriers(self: Emitter, buf: str) -> tuple[str, str]:
 
 
 def _slot(self: Emitter, buf: str, sender: str, slot: int | str) -> str:
-    """Shared address (this CTA's window) of thread t's float2 from `sender` in pair slot `slot`."""
+    """Shared address (this CTA's window) of math thread t's float2 from `sender` in pair slot `slot`
+    (t counts the math threads: warpgroup g's thread j is 128 g + j)."""
     b = self.b
     _, _, slots = _geometry(self, buf)
+    threads = self.decls[buf].type.shape[2]
     i, addr = b.reg(), b.reg()
     b(f"mad.lo.u32 {i}, {sender}, {slots}, {self.val(slot)};")
     t = b.reg()
     b(f"and.b32 {t}, {self.tid}, 127;")
-    b(f"mad.lo.u32 {i}, {i}, 128, {t};")
+    if threads > 128:
+        b(f"mad.lo.u32 {t}, {self.wg_local}, 128, {t};")
+    b(f"mad.lo.u32 {i}, {i}, {threads}, {t};")
     b(f"add.u32 {addr}, {self.base}, {self.decls[buf].get('offset')};")
     b(f"mad.lo.u32 {addr}, {i}, 8, {addr};")
     return addr
