@@ -609,13 +609,17 @@ def three_warpgroup_spill(block_n: int, split_k: int = 1) -> str:
     """Why ptxas spills a BLOCK_M 192 tile of this width ('' if it does not): at 152 registers per
     thread a 64-row slice holds its accumulator and its partial up to 128 columns; 120 spills
     (20-28 B: its per-group scale selects), and the global split-K partial store's addressing spills
-    beyond 96 (20-76 B).  Measured with ptxas 13.0 (tests/test_ptx_configs.py)."""
+    beyond 96 (20-76 B), and beyond 80 with 3 or 4 slices (4-32 B at 88 and 96; 2, 6, 7, 8 and 12
+    slices do not: found by a spec-283 config, bench/TUNING.md step 116).  Measured with ptxas 13.0
+    (tests/test_ptx_configs.py)."""
     if block_n > 128:
         return "needs block_n <= 128"
     if block_n == 120:
         return "cannot take block_n=120"
     if split_k > 1 and block_n > 96:
         return "with split_k > 1 needs block_n <= 96"
+    if split_k in (3, 4) and block_n > 80:
+        return "with split_k 3 or 4 needs block_n <= 80"
     return ""
 
 
