@@ -23,7 +23,7 @@ CASES += [(300, 256, 384, 256, 128, 3), (17, 136, 272, 256, 64, 2)]     # BLOCK_
 CASES += [(300, 256, 384, 192, 128, 3), (17, 216, 272, 192, 72, 2)]     # BLOCK_M 192: three warpgroups
 CASES += [(64, 704, 256, 64, 176, 2), (100, 704, 256, 128, 176, 2), (70, 1216, 384, 128, 152, 2)]   # 3 B-scale blocks
 SPLITS = [(70, 200, 512, 64, 64, 4, 2), (130, 256, 768, 128, 128, 2, 3), (17, 136, 1024, 256, 64, 3, 4),
-          (200, 224, 768, 192, 96, 2, 3)]
+          (200, 224, 768, 192, 80, 2, 3)]
 # clusters of 2 with the shared operand multicast: (m, n, k, bm, bn, stages, multicast); odd m-block
 # counts give the B-multicast pair a CTA whose tile lies past M
 CLUSTERS = [(256, 256, 512, 128, 64, 2, "A"), (300, 128, 384, 128, 64, 3, "B"), (130, 96, 256, 64, 48, 1, "B"),
