@@ -23,21 +23,35 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
     made it pick slow ones, bench/TUNING.md step 23; timing them here costs nothing but a compile).
     Split-K through the global workspace with tiles of 128 rows or more is left out (the next
     ranked configs take its places): no such config won a head-to-head in the table's sources, and
-    at M = 256-1024 they ran 1.5-3.5x slower than the model's first pick (spec 153, step 83)."""
+    at M = 256-1024 they ran 1.5-3.5x slower than the model's first pick (spec 153, step 83).  Where
+    the model ranked such a split of 128-row tiles among the first, its twin over a cluster is timed
+    instead, after the others (each warpgroup exchanges its own fragment, step 116)."""
     from dataclasses import replace
 
-    from .ops.fp8_gemm import max_stages_for
+    from .ops.fp8_gemm import CLUSTER_SPLIT_BLOCK_MS, max_stages_for
     from .ops.fp8_gemm_model import candidate_configs, config_seconds
     ranked = sorted(candidate_configs(m, n, k, num_sms, one_cta_per_sm=one_cta_per_sm),
                     key=lambda c: config_seconds(m, n, k, c))
-    best = [c for c in ranked if not (c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128)][:top]
+
+    def twin(c):           # the split reduced over a cluster: its receive buffer may leave fewer stages
+        t = replace(c, split_reduce="cluster")
+        return replace(t, stages=min(c.stages, max_stages_for(t)))
+
+    best, tall_twins = [], []
+    for c in ranked:
+        if len(best) == top:
+            break
+        if c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128:
+            if c.block_m in CLUSTER_SPLIT_BLOCK_MS and c.split_k <= 8 and c.cluster == 1:
+                tall_twins.append(twin(c))
+            continue
+        best.append(c)
     out = []
     for c in best:
         out.append(c)
         if 1 < c.split_k <= 8 and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
-            twin = replace(c, split_reduce="cluster")   # its receive buffer may leave fewer stages
-            out.append(replace(twin, stages=min(c.stages, max_stages_for(twin))))
-    return out
+            out.append(twin(c))
+    return out + tall_twins
 
 
 def time_plan(run, reps: int = 20) -> float:

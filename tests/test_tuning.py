@@ -206,6 +206,27 @@ def test_autotune_leaves_out_global_splits_of_tall_tiles():
     assert len(kept) == 6 and kept == [x for x in ranked if x in kept]        # still in the model's order
 
 
+def test_autotune_times_tall_splits_over_a_cluster_in_their_place():
+    """Where the model ranks a global split of 128-row tiles among its first, autotune times that split
+    reduced over a cluster instead (step 116: each math warpgroup exchanges its own fragment), after
+    the others; every such twin is a legal config whose shared memory lays out."""
+    from dgir.compiler import compile
+    from dgir.ops.fp8_gemm import check_config
+    from dgir.ops.fp8_gemm_model import candidate_configs
+    m, n, k = 256, 2048, 16384
+    ranked = sorted(candidate_configs(m, n, k, 132), key=lambda x: config_seconds(m, n, k, x))
+    c = candidates(m, n, k, 132, top=6)
+    plain = [x for x in c if not x.split_cluster or x.block_m == 64]
+    tall = c[len(plain):]
+    assert plain == c[:len(plain)] and tall and all(x.split_cluster and x.block_m == 128 for x in tall)
+    last = ranked.index([x for x in plain if not x.split_cluster][-1])      # the sixth config kept
+    passed_over = [x for x in ranked[:last] if x.split_k > 1 and x.block_m == 128]
+    assert [(x.block_n, x.split_k) for x in tall] == [(x.block_n, x.split_k) for x in passed_over]
+    for x in tall:
+        check_config(x)
+        compile("fp8_gemm_nt", m=m, n=n, k=k, config=x, assemble=False)     # lays out within the budget
+
+
 def test_autotune_cluster_twins_fit_the_shared_memory():
     """A split over a cluster needs a receive buffer that the global split does not: spec 179 compiled
     the twin of 192x2112x7168's 64x96 sk2 s10 with the split's 10 stages, 233136 B against the H200's
