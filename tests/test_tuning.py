@@ -919,3 +919,19 @@ def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
     out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune275_exp.json", specs.refit_109(), specs.partial_round(0.25))
     assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 0.981
     assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (3, 5, 1)
+
+
+def test_operand_traffic_keeps_explicit_configs_out_of_the_apis_column():
+    """bench/operand_traffic.py: rows of an explicit config are variant "default" too (spec 282's
+    clusters sharing A); they are listed by kernel against the API's time, never taken for it."""
+    from dgir_testlib import bench_module
+    table = bench_module("operand_traffic").table
+    row = dict(m=128, n=7168, k=2048)
+    doc = {"rows": [dict(row, spec="128,7168,2048::default", variant="default", kernel="api", ms=0.012),
+                    dict(row, spec="128,7168,2048::default", variant="default", kernel="api", ms=0.014),
+                    dict(row, spec="128,7168,2048::noA", variant="noA", kernel="api", ms=0.010),
+                    dict(row, spec="128,7168,2048:bm=128,bn=56,s=8,cl=4A", variant="default",
+                         kernel="fp8_gemm_nt_n7168_k2048_bm128_bn56_s8_c4A", ms=0.0195)]}
+    lines = table(doc).splitlines()
+    assert lines[2].startswith("| 128 | 7168 | 2048 | 13.00 | 10.00 |") and lines[2].endswith("| 3.00 | - |")
+    assert lines[-1] == "| 128 | 7168 | 2048 | n7168_k2048_bm128_bn56_s8_c4A | 19.50 | 1.500x |"
