@@ -52,9 +52,8 @@ def config_of(kernel: str, spec: int = 0, tile_only: bool = False) -> Fp8GemmCon
     cfg = Fp8GemmConfig.from_kernel_name(kernel, legacy_m_tail="auto" if spec in AUTO_M_TAIL_SPECS else "fill")
     if cfg is None or cfg.stream_k or cfg.promotion != "fp32" or cfg.staging != "tile":
         return None
-    if tile_only and (cfg.swizzle_group != 16 or any(
-            getattr(cfg, f) != Fp8GemmConfig.__dataclass_fields__[f].default for f in VARIANT_FIELDS[1:])
-            or kernel.endswith("_tfill")):
+    defaults = Fp8GemmConfig.__dataclass_fields__
+    if tile_only and (kernel.endswith("_tfill") or any(getattr(cfg, f) != defaults[f].default for f in VARIANT_FIELDS)):
         return None
     return cfg
 

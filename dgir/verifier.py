@@ -3,9 +3,15 @@ from __future__ import annotations
 
 from .ir import DECLS, GLOBAL_ACCESS, ROLES, SCALAR_OPS, DType, Node, Op
 
-SMEM_LIMIT = 232448
+SMEM_LIMIT = 232448       # sm_90 opt-in maximum of dynamic shared memory per block
 SMEM_PER_SM = 233472      # one SM's shared memory; each resident CTA reserves 1 KB of it
 REGISTER_FILE = 65536
+
+
+def smem_budget(ctas_per_sm: int = 1) -> int:
+    """Dynamic shared memory one CTA may use when `ctas_per_sm` CTAs share an sm_90 SM."""
+    return min(SMEM_LIMIT, SMEM_PER_SM // ctas_per_sm - 1024)
+
 # the `l2` attr of tma_load / tma_store: none, or a primary priority of PTX's createpolicy
 L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged")
 
@@ -92,7 +98,7 @@ def verify(kernel: Node) -> None:
         err(kernel, f"register budgets need {regs_total} registers, a CTA has {REGISTER_FILE // occ} "
                     f"({occ} per SM)")
     smem = kernel.get("smem_bytes")
-    limit = min(SMEM_LIMIT, SMEM_PER_SM // occ - 1024)
+    limit = smem_budget(occ)
     if smem is not None and smem > limit:
         err(kernel, f"shared memory {smem} B exceeds the {limit} B limit ({occ} CTA(s) per SM)")
     if errors:

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 from dgir.ir import Node, Op
+from dgir.verifier import smem_budget
 
 from . import Pass
 
-SMEM_LIMIT = 232448      # sm_90 opt-in maximum of dynamic shared memory per block
-SMEM_PER_SM = 233472     # one SM's shared memory; each resident CTA also reserves 1 KB
 BASE_SLACK = 1024        # the kernel rounds the window base up to 1024 bytes (swizzle atoms)
 
 
@@ -52,7 +51,7 @@ class AllocateSmem(Pass):
         for n in kernel.body:
             body.append(placed.get(n.name, n) if n.op is Op.SMEM else chans.get(n.name) if n.op is Op.CHANNEL else n)
         total, occ = off + BASE_SLACK, kernel.get("ctas_per_sm") or 1
-        limit = min(SMEM_LIMIT, SMEM_PER_SM // occ - 1024)
+        limit = smem_budget(occ)
         if total > limit:
             rings = ", ".join(f"%{n.name} {n.get('stages')} x {placed[n.name].get('slot_bytes')} B"
                               for n in smem if n.get("stages", 1) > 1)

@@ -231,7 +231,8 @@ def test_autotune_cluster_twins_fit_the_shared_memory():
     """A split over a cluster needs a receive buffer that the global split does not: spec 179 compiled
     the twin of 192x2112x7168's 64x96 sk2 s10 with the split's 10 stages, 233136 B against the H200's
     232448 (refused before the launch, as it should be, but a candidate that cannot run)."""
-    from dgir.ops.fp8_gemm import SMEM_LIMIT, max_stages_for
+    from dgir.ops.fp8_gemm import max_stages_for
+    from dgir.verifier import SMEM_LIMIT
     for shape in ((192, 2112, 7168), (64, 576, 7168), (128, 4096, 7168)):
         for x in candidates(*shape, 132, top=6):
             assert x.stages <= max_stages_for(x), x

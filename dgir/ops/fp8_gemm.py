@@ -19,12 +19,11 @@ from dataclasses import asdict, dataclass, replace
 
 from ..builder import Builder
 from ..ir import DType, Node, Op, Type
+from ..verifier import smem_budget
 from . import OpError, Operator, register_operator, stream_k
 from .stream_k import split as stream_k_split
 
 BLOCK_K = 128                    # one FP8 scale block along K
-SMEM_LIMIT = 232448              # sm_90 opt-in dynamic shared memory per block
-SMEM_PER_SM = 233472             # shared memory of one SM; each resident CTA also reserves 1 KB
 # m_tail="auto": rows of the last m block below which its tile shifts, per BLOCK_M (bench/TUNING.md step 86).
 # Shifted / filled times, spec 173 (57 random shapes): blocks of < 32 rows 0.958 (0.78-1.03; 64, 128 and
 # 192-row tiles alike), 32 rows or more 0.999; 256-row tiles (spec oob2): 1.01-1.03 at 1-200 rows (the
@@ -499,11 +498,6 @@ def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
     return block_m * BLOCK_K + block_n * BLOCK_K + align(block_m * SFA_ROW_BYTES[sfa_major], 128) + 128
 
 
-def smem_limit(ctas_per_sm: int = 1) -> int:
-    """Dynamic shared memory one CTA may use when `ctas_per_sm` CTAs share an SM."""
-    return min(SMEM_LIMIT, SMEM_PER_SM // ctas_per_sm - 1024)
-
-
 MAX_STAGES = 12
 # widest BLOCK_N whose wgmma ptxas can compile in the 128 registers of two CTAs per SM (a scan of
 # every width: 208 and up fail with the FP32 partial beside the accumulator; without it, 256, the
@@ -546,7 +540,7 @@ def max_stages(block_m: int, block_n: int, staging: bool = True, ctas_per_sm: in
         other = align(block_m * block_n * 2, 1024) if staging else 0
     fixed = other + 1024 + 2 * 16 * 8   # D staging or the receive buffer, slack, barriers
     # up to 12: deeper rings than 8 measured +2-5% for 64-row tiles at M <= 128 (bench/TUNING.md step 24)
-    return min((smem_limit(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n, sfa_major), MAX_STAGES)
+    return min((smem_budget(ctas_per_sm) - fixed) // stage_bytes(block_m, block_n, sfa_major), MAX_STAGES)
 
 
 def exchange_bytes(block_n: int, split_k: int, math_wgs: int = 1) -> int:
