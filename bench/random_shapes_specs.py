@@ -328,7 +328,7 @@ WIDER_192 = 1.335      # 192x64's single-CTA entry over the first fit's formula 
 NARROW_192 = 0.42
 
 
-# fp8_gemm.SHIFT_TAIL_BELOW_B_PAIRS as the specs drawn through api_choice saw it (before step 104 shifted
+# fp8_gemm_walk.SHIFT_TAIL_BELOW_B_PAIRS as the specs drawn through api_choice saw it (before step 104 shifted
 # 128-row c2B tails under 96 rows), so that each generator still writes its committed file
 TAIL_PAIRS_DRAWN = {256: 64}
 
@@ -339,8 +339,8 @@ def api_choice(m, n, k, params, band, tail_pairs=TAIL_PAIRS_DRAWN):
     SHIFT_TAIL_BELOW_B_PAIRS = `tail_pairs` (the generators before spec 283 drew with
     TAIL_PAIRS_DRAWN; None: the package's rule)."""
     from dgir import tuning
-    from dgir.ops import fp8_gemm as F
     from dgir.ops import fp8_gemm_model as model
+    from dgir.ops import fp8_gemm_walk as F
     params_for, pairs = model.params_for, F.SHIFT_TAIL_BELOW_B_PAIRS
     model.params_for = lambda mm: params if band(mm) else params_for(mm)
     F.SHIFT_TAIL_BELOW_B_PAIRS = pairs if tail_pairs is None else tail_pairs
@@ -656,8 +656,8 @@ def one_round_order_lines(seed=256, count=16):
     256..1024, K a multiple of 512 in 2048..16384) where the API's config walks one round of at most
     8 n blocks without a K split: the API's config, its tile alone in the default order (where the
     API's is clustered or not in that order), alone walking N first, cuBLAS.  Drawn before the rule
-    it led to (fp8_gemm.settle_walk_order), which it pins off."""
-    from dgir.ops import fp8_gemm as F
+    it led to (fp8_gemm_walk.settle_walk_order), which it pins off."""
+    from dgir.ops import fp8_gemm_walk as F
     settle, F.settle_walk_order = F.settle_walk_order, lambda cfg, m: cfg
     try:
         return _one_round_order_lines(seed, count)
@@ -705,9 +705,9 @@ def multi_round_order_lines(seed=258, count=8):
 
 @contextlib.contextmanager
 def walk_rounds_bound(rounds):
-    """The chooser with settle_walk_order's rounds bound (fp8_gemm.N_FIRST_MAX_ROUNDS) at `rounds`, as
+    """The chooser with settle_walk_order's rounds bound (fp8_gemm_walk.N_FIRST_MAX_ROUNDS) at `rounds`, as
     an earlier step saw it: 1 before step 106, 4 before step 107."""
-    from dgir.ops import fp8_gemm as F
+    from dgir.ops import fp8_gemm_walk as F
     bound, F.N_FIRST_MAX_ROUNDS = F.N_FIRST_MAX_ROUNDS, rounds
     try:
         yield
@@ -1175,7 +1175,7 @@ NAMED = {
 
 
 # the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
-# walking N first, fp8_gemm.settle_walk_order) and draw without it
+# walking N first, fp8_gemm_walk.settle_walk_order) and draw without it
 WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-round-order",
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
@@ -1186,13 +1186,13 @@ SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n",
                        "--refit-116")
 
 if __name__ == "__main__":
-    from dgir.ops import fp8_gemm, fp8_gemm_model
+    from dgir.ops import fp8_gemm_model, fp8_gemm_walk
     _shipped_refit = fp8_gemm_model.REFIT
     named = [flag for flag in NAMED if flag in sys.argv[1:]]
     if not (named and named[0] in SHIPPED_REFIT_SPECS):
         fp8_gemm_model.REFIT = refit_108()  # what the generators of specs up to 276 drew with
     if named and named[0] not in WALK_ORDER_SPECS:
-        fp8_gemm.settle_walk_order = lambda cfg, m: cfg
+        fp8_gemm_walk.settle_walk_order = lambda cfg, m: cfg
     if named:
         lines, passes = NAMED[named[0]]
         fwd = lines()

@@ -158,7 +158,7 @@ def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
     split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
     epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band, how SFA
-    is read), with a shape
+    is read, 128-row cluster splits, the early epilogue of two-wave tiles), with a shape
     that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
     a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
     gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
@@ -202,5 +202,63 @@ def random_fp8_case(rng, gpu: bool = False):
             check_config(cfg)
         except OpError:
             continue
-        # drawn last, so the cases drawn before sfa_major existed keep every other knob
-        return m, n, k, replace(cfg, sfa_major=rng.choice(["mn", "mn", "k"]))
+        # drawn last, so the cases drawn before these knobs existed keep every other knob
+        cfg = replace(cfg, sfa_major=rng.choice(["mn", "mn", "k"]))
+        if cfg.split_cluster and rng.random() < 0.5:
+            # a 128-row tile's slices: each math warpgroup exchanges its own fragment (step 116)
+            tall = replace(cfg, block_m=128)
+            tall = replace(tall, stages=min(tall.stages, max_stages_for(tall)))
+            if tall.stages >= 1 and not _rejected(tall):
+                cfg = tall
+        if cfg.waves > 1:       # the API settles it per call; draw every form
+            cfg = replace(cfg, early_epilogue=rng.choice(["on", "staging", "off"]))
+        return m, n, k, cfg
+
+
+def _rejected(cfg) -> bool:
+    from dgir.ops.fp8_gemm import OpError, check_config
+    try:
+        check_config(cfg)
+    except OpError:
+        return True
+    return False
+
+
+def _interpret_checked(kern, m, inputs, seed):
+    """D from one launch as the host makes it; the split-K tile counters must be back at zero."""
+    out = interpret_as_launched(kern, m, inputs, seed)
+    if "LOCKS" in out:
+        assert int(out["LOCKS"].abs().sum()) == 0, "tile counters not reset"
+    return out["D"]
+
+
+def check_sampled_case(m, n, k, cfg, assemble_ptx: bool = False) -> None:
+    """One sampled case on the CPU: the sm90a pipeline with the verifier after every pass; the lowered
+    IR (from promote_scales on for the rescaled promotion, which changes the arithmetic there) and the
+    final IR on the interpreter, as the host launches them, on fresh random inputs (the seed is in
+    the failure message): finite, close to the float64 reference, bitwise equal to each other; the
+    PTX emitted and, with `assemble_ptx`, assembled by ptxas."""
+    import os
+
+    import torch
+    from dgir.emitters.ptx import emit_ptx
+    from dgir.interp import calc_diff, fp8_gemm_inputs, fp8_gemm_reference
+    stages = []     # the sampler's ring depth is within max_stages_for: the allocator must agree
+    run_pipeline(lower(cfg), pipeline("sm90a"), [lambda ev: stages.append(ev.after)], verify_each=True)
+    first = next(i for i, k in enumerate(stages) if any(n.op is Op.RESCALE for n in k.walk())) \
+        if cfg.promotion == "rescaled" else 0
+    seed = int.from_bytes(os.urandom(4), "little")
+    inputs = fp8_gemm_inputs(m, n, k, seed=seed)
+    ref = fp8_gemm_reference(inputs["A"], inputs["B"], inputs["SFA"], inputs["SFB"])
+    if cfg.sfa_major == "k":     # the kernel reads the caller's [M, K/128] row-major scales
+        inputs["SFA"] = inputs["SFA"][:, :m].t().contiguous()
+    base = _interpret_checked(stages[first], m, inputs, seed=1)
+    d = _interpret_checked(stages[-1], m, inputs, seed=2)
+    assert torch.isfinite(d).all(), f"unwritten elements (input seed {seed})"
+    diff = calc_diff(d.double(), ref)
+    assert diff < (1e-4 if cfg.promotion == "rescaled" else 1e-5), f"calc_diff {diff} (input seed {seed})"
+    assert torch.equal(d.view(torch.int16), base.view(torch.int16)), f"a pass changed the result (input seed {seed})"
+    ptx = emit_ptx(stages[-1])
+    if assemble_ptx:
+        from dgir.toolchain import assemble
+        assert assemble(ptx).cubin[:4] == b"\x7fELF"

@@ -483,11 +483,11 @@ def spec_line_medians(spec) -> dict:
 
 @pytest.fixture
 def chooser_before_walk_order(monkeypatch):
-    """The chooser's pick ahead of step 105's tile order (fp8_gemm.settle_walk_order), which at one
+    """The chooser's pick ahead of step 105's tile order (fp8_gemm_walk.settle_walk_order), which at one
     round over a few n blocks replaces it by the tile alone walking N first: the held-out specs of
     the rules below timed the picks those rules make."""
-    from dgir.ops import fp8_gemm
-    monkeypatch.setattr(fp8_gemm, "settle_walk_order", lambda cfg, m: cfg)
+    from dgir.ops import fp8_gemm_walk
+    monkeypatch.setattr(fp8_gemm_walk, "settle_walk_order", lambda cfg, m: cfg)
 
 
 @pytest.fixture
