@@ -43,13 +43,42 @@ SFA_PREFETCH_K_BLOCKS = 12
 def lower(cfg: Fp8GemmConfig) -> Node:
     """Build the tile IR: one TMA producer warpgroup, `math_wgs` math warpgroups that also store."""
     check_config(cfg)
-    BM, BN, S, nkb = cfg.block_m, cfg.block_n, cfg.stages, cfg.k_blocks
+    decls = _declarations(cfg)
+    walk = _TileWalk(cfg)
+    producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, _load_role(cfg, walk))
+    consumers = Node(Op.WARPGROUP, "", (), None, {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")},
+                     _math_role(cfg, walk))
+    return Node(Op.KERNEL, cfg.kernel_name(), (), None, _kernel_attrs(cfg), decls + (producer, consumers))
+
+
+def _tma_stores_d(cfg: Fp8GemmConfig) -> bool:
+    """D leaves through a shared-memory staging tile and TMA stores (else plain stores: the direct
+    epilogue, or the CTA that reduces a split tile)."""
+    return cfg.split_k == 1 and cfg.epilogue == "tma"
+
+
+def _register_tiles(cfg: Fp8GemmConfig) -> tuple[list[str], list[str]]:
+    """(accumulators, A-scale vectors): one of each per 64-row wave of a math warpgroup."""
+    return (["acc"] + [f"acc_w{w}" for w in range(1, cfg.waves)],
+            ["sfa"] + [f"sfa_w{w}" for w in range(1, cfg.waves)])
+
+
+def _wave(cfg: Fp8GemmConfig):
+    """The `wave` attr of an op on wave w: wave w of math warpgroup g owns rows 64 * (w * math_wgs + g)
+    of the tile (None where each warpgroup has one wave)."""
+    return (lambda w: w) if cfg.waves > 1 else (lambda w: None)
+
+
+def _declarations(cfg: Fp8GemmConfig) -> tuple:
+    """The kernel's params (tensors, with their TMA boxes), shared-memory buffers, the operand channel
+    and the register tiles."""
+    BM, BN, S, nkb, SK, XC, CL = (cfg.block_m, cfg.block_n, cfg.stages, cfg.k_blocks, cfg.split_k,
+                                  cfg.split_cluster, cfg.cluster)
     decl = Builder()
     # fit_m=(box axis, alignment): when M < BLOCK_M the box shrinks to align(M, alignment) there, so the
     # TMA does not zero-fill rows past M (measured: mostly out-of-bounds boxes are slow); the kernel's
     # expect_tx follows.  Smem rows past the box keep stale data that only feeds output rows >= M.
     # (clusters are chosen for large M only: their boxes keep the full height)
-    CL = cfg.cluster
     fit = (lambda f: f) if CL == 1 else (lambda f: None)
     decl.emit(Op.PARAM, "A", type=Type(DType.e4m3, ("M", cfg.k)), layout="kmajor", box=(BLOCK_K, BM), swizzle=128,
               fit_m=fit((1, 8)))
@@ -60,9 +89,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         decl.emit(Op.PARAM, "SFA", type=Type(DType.f32, (nkb, "M4")), layout="mn_major", box=(BM, 1), swizzle=0,
                   fit_m=fit((0, 4)))
     decl.emit(Op.PARAM, "SFB", type=Type(DType.f32, (ceil_div(cfg.n, 128), nkb)), layout="rowmajor")
-    SK = cfg.split_k
-    XC = cfg.split_cluster          # the K slices of a tile are one cluster (DSMEM reduction)
-    if SK == 1 and cfg.epilogue == "tma":   # stored through shared memory with TMA
+    if _tma_stores_d(cfg):   # stored through shared memory with TMA
         box, swz = ((64, 64), 128) if BN % 64 == 0 else ((BN, 64), 0)
         decl.emit(Op.PARAM, "D", type=Type(DType.bf16, ("M", cfg.n)), layout="rowmajor", box=box, swizzle=swz)
     else:         # written by the reducing CTA with plain stores
@@ -82,12 +109,10 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     if cfg.sfa_major == "mn":
         decl.emit(Op.SMEM, "sfa_ring", type=Type(DType.f32, (BM,)), stages=S)
         rings.append("sfa_ring")
-    tma_epilogue = cfg.split_k == 1 and cfg.epilogue == "tma"
-    # with BLOCK_N a multiple of 64 the staging tile is stored in 128B-swizzled 64-column panels:
-    # the accumulator layout then writes it without bank conflicts, and TMA un-swizzles on the way out
-    swizzled_d = BN % 64 == 0
-    if tma_epilogue:
-        decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if swizzled_d else None)
+    if _tma_stores_d(cfg):
+        # with BLOCK_N a multiple of 64 the staging tile is stored in 128B-swizzled 64-column panels:
+        # the accumulator layout then writes it without bank conflicts, and TMA un-swizzles on the way out
+        decl.emit(Op.SMEM, "d_tile", type=Type(DType.bf16, (BM, BN)), swizzle=128 if BN % 64 == 0 else None)
         if STK:   # a cut tile's pieces count in like split-K slices
             decl.emit(Op.SMEM, "split_flag", type=Type(DType.i32, (1,)))
     elif XC:   # the receive buffer: from each of the SK CTAs, this rank's share of the tile's fragment
@@ -101,120 +126,129 @@ def lower(cfg: Fp8GemmConfig) -> Node:
     # (the shared operand is written into both CTAs by one multicast)
     decl.emit(Op.CHANNEL, "ab", *rings, stages=S, consumers=cfg.math_wgs,
               cluster=CL if CL > 1 else None)
-    W = cfg.waves
-    accs = ["acc"] + [f"acc_w{w}" for w in range(1, W)]
-    sfas = ["sfa"] + [f"sfa_w{w}" for w in range(1, W)]
+    accs, sfas = _register_tiles(cfg)
     for name in accs:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64, BN)))
     for name in sfas:
         decl.emit(Op.REGS, name, type=Type(DType.f32, (64,)))
-    # wave w of math warpgroup g owns rows 64 * (w * math_wgs + g) of the tile
-    wave = (lambda w: w) if W > 1 else (lambda w: None)
+    return decl.nodes()
 
-    # the tile grid the persistent loop walks: with clusters, one cluster tile is CL neighbouring tiles
-    # (along N when A is shared, along M when B is), and each cluster walks its own cluster tiles
-    pair_n = CL > 1 and cfg.multicast == "A"
-    pair_m = CL > 1 and cfg.multicast == "B"
-    grid_n_blocks = cfg.n_blocks // CL if pair_n else cfg.n_blocks
 
-    def tile_loop(b: Builder, role: str):
+class _TileWalk:
+    """The persistent tile walk both roles run, as IR scalar ops: which segments (a tile, one K slice of
+    a split tile, or a stream-K piece) each walker takes, and each segment's coordinates.  With
+    clusters, one cluster tile is CL neighbouring tiles (along N when A is shared, along M when B is),
+    and each cluster walks its own cluster tiles."""
+
+    def __init__(self, cfg: Fp8GemmConfig):
+        self.cfg = cfg
+        self.CL, self.SK, self.XC, self.STK = cfg.cluster, cfg.split_k, cfg.split_cluster, cfg.stream_k
+        self.pair_n = self.CL > 1 and cfg.multicast == "A"
+        self.pair_m = self.CL > 1 and cfg.multicast == "B"
+        self.grid_n_blocks = cfg.n_blocks // self.CL if self.pair_n else cfg.n_blocks
+        self.KBS = cfg.k_blocks_per_split
+
+    def segments(self, b: Builder):
+        """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop
+        of the plain walk (one segment = one tile, or one K slice of a split tile), or the stream-K
+        walk."""
+        cfg, CL, KBS = self.cfg, self.CL, self.KBS
+        if self.STK:
+            w = stream_k.walk(b, block_rows=cfg.block_m * (CL if self.pair_m else 1),
+                              grid_n_blocks=self.grid_n_blocks, k_blocks=KBS, clustered=CL > 1)
+            cap = self.m_tail_cap(b)
+
+            def coords(li):
+                base, k_first, k_end, t, full, cut = stream_k.segment(b, li, w, KBS)
+                m0, n0 = self.tile_origin(b, t, w["mblocks"], cap)
+                return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
+                            full=full, cut=cut, pieces=w["P"])
+            return w["segs"], coords, lambda: w["fills"]
+        bid, gsz, mblocks, mine = self.tile_loop(b)
+        cap = self.m_tail_cap(b)
+
+        def coords(li):
+            base, m0, n0, mn, split, kb0 = self.tile_coords(b, li, bid, gsz, mblocks, cap)
+            return dict(base=base, m0=m0, n0=n0, mn=mn, split=split, kb0=kb0, k_first=0, k_end=KBS)
+        return mine, coords, lambda: b.scalar(Op.MUL, "fills", mine, KBS)
+
+    def tile_loop(self, b: Builder):
         """Persistent tile loop shared by both roles: (walker id, walkers, m blocks of the walked grid,
         tiles this walker takes).  The loop counts this walker's own tiles (li = 0, 1, ...; tile
         t = bid + li * gsz): the ring counter base li * KBS then needs no division per tile (a
         division by the run-time grid size is a MUFU.RCP sequence in SASS; this one runs once)."""
-        clustered = CL > 1 or XC
+        clustered = self.CL > 1 or self.XC
         bid = b.scalar(Op.SREG, "bid", which="cluster_id" if clustered else "block_id")
         gsz = b.scalar(Op.SREG, "gsz", which="cluster_count" if clustered else "grid_size")
         M = b.scalar(Op.DIM, "M", "A", axis=0)
-        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, BM * (CL if pair_m else 1))
+        mblocks = b.scalar(Op.CEILDIV, "m_blocks", M, self.cfg.block_m * (self.CL if self.pair_m else 1))
         # a cluster of slices walks output tiles; otherwise every K slice is a tile of the walk
-        ntiles = b.scalar(Op.MUL, "tiles", mblocks, grid_n_blocks * (1 if XC else SK))
+        ntiles = b.scalar(Op.MUL, "tiles", mblocks, self.grid_n_blocks * (1 if self.XC else self.SK))
         left = b.scalar(Op.SUB, "tiles_left", ntiles, b.scalar(Op.MIN, "first", bid, ntiles))
         mine = b.scalar(Op.CEILDIV, "my_tiles", left, gsz)
         return bid, gsz, mblocks, mine
 
-    KBS = cfg.k_blocks_per_split
-
-    def tile_coords(b: Builder, li, bid, gsz, mblocks, cap):
+    def tile_coords(self, b: Builder, li, bid, gsz, mblocks, cap):
         """(ring counter base, m0, n0, output tile, K slice, first K block of the slice) of this
         walker's tile number li."""
+        KBS = self.KBS
         t = b.scalar(Op.ADD, "t", bid, b.scalar(Op.MUL, "t_off", li, gsz))
         base = b.scalar(Op.MUL, "kb_base", li, KBS)
         mn, split, kb0 = t, None, 0
-        if XC:       # the CTA's rank in its cluster is its K slice
+        if self.XC:       # the CTA's rank in its cluster is its K slice
             split = b.scalar(Op.SREG, "split", which="cluster_rank")
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
-        elif SK > 1:   # the K slices of one output tile are neighbours in the tile order
-            mn = b.scalar(Op.DIV, "mn", t, SK)
-            split = b.scalar(Op.MOD, "split", t, SK)
+        elif self.SK > 1:   # the K slices of one output tile are neighbours in the tile order
+            mn = b.scalar(Op.DIV, "mn", t, self.SK)
+            split = b.scalar(Op.MOD, "split", t, self.SK)
             kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
-        m0, n0 = tile_origin(b, mn, mblocks, cap)
+        m0, n0 = self.tile_origin(b, mn, mblocks, cap)
         return base, m0, n0, mn, split, kb0
 
-    def tile_origin(b: Builder, mn, mblocks, cap):
+    def tile_origin(self, b: Builder, mn, mblocks, cap):
         """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
         CL neighbouring tiles, this CTA's by its rank); `cap`: m_tail_cap's (M, highest m0), or None."""
+        cfg, CL = self.cfg, self.CL
         # a cluster tile sharing B spans CL m blocks: the band holds swizzle_group m blocks, but at
         # least one cluster row (a band of zero rows would divide by zero in the tile walk)
-        group = max(1, cfg.swizzle_group // CL) if pair_m else cfg.swizzle_group
-        mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
-        nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=group, n_blocks=grid_n_blocks)
+        group = max(1, cfg.swizzle_group // CL) if self.pair_m else cfg.swizzle_group
+        mb = b.scalar(Op.TILE_M, "mb", mn, mblocks, group=group, n_blocks=self.grid_n_blocks)
+        nb = b.scalar(Op.TILE_N, "nb", mn, mblocks, group=group, n_blocks=self.grid_n_blocks)
         if CL > 1:   # this CTA's tile of the cluster tile (past M for an odd last m block: loads
             rank = b.scalar(Op.SREG, "rank", which="cluster_rank")     # zero-fill, stores skip it)
-            if pair_n:
+            if self.pair_n:
                 nb = b.scalar(Op.ADD, "nb_cta", b.scalar(Op.MUL, "nb_pair", nb, CL), rank)
             else:
                 mb = b.scalar(Op.ADD, "mb_cta", b.scalar(Op.MUL, "mb_pair", mb, CL), rank)
-        m0 = b.scalar(Op.MUL, "m0", mb, BM)
-        n0 = b.scalar(Op.MUL, "n0", nb, BN)
+        m0 = b.scalar(Op.MUL, "m0", mb, cfg.block_m)
+        n0 = b.scalar(Op.MUL, "n0", nb, cfg.block_n)
         if cap is not None:    # a tile inside M starts at cap at most: m0 - (m0 < M) * (m0 - min(m0, cap))
             M, m0_cap = cap
             over = b.scalar(Op.SUB, "over_cap", m0, b.scalar(Op.MIN, "m0_capped", m0, m0_cap))
             m0 = b.scalar(Op.SUB, "m0_tail", m0, b.scalar(Op.MUL, "tail_up", over, b.scalar(Op.LT, "inside", m0, M)))
         return m0, n0
 
-    def m_tail_cap(b: Builder):
+    def m_tail_cap(self, b: Builder):
         """m_tail: (M, the highest m0 a tile inside M may start at: `tail_cap`, computed by the host
         for each launch), or None when the kernel never shifts.  Per tile, m0 is then capped
         (tile_origin); a tile that starts at or past M, the idle half of a last B-sharing pair,
         keeps its place."""
-        if not tail_shift_below(cfg):
+        if not tail_shift_below(self.cfg):
             return None
         return (b.scalar(Op.DIM, "M_tail", "A", axis=0),
                 b.scalar(Op.DIM, "m0_cap", "A", axis=0, derive="m_tail_cap"))
 
-    def walk(b: Builder, role: str):
-        """(segments of this walker, coordinates of segment li, K blocks it fills): the tile loop
-        of the plain walk (one segment = one tile, or one K slice of a split tile), or the stream-K
-        walk."""
-        if STK:
-            w = stream_k.walk(b, block_rows=BM * (CL if pair_m else 1), grid_n_blocks=grid_n_blocks,
-                              k_blocks=KBS, clustered=CL > 1)
-            cap = m_tail_cap(b)
 
-            def coords(li):
-                base, k_first, k_end, t, full, cut = stream_k.segment(b, li, w, KBS)
-                m0, n0 = tile_origin(b, t, w["mblocks"], cap)
-                return dict(base=base, m0=m0, n0=n0, mn=t, split=None, kb0=0, k_first=k_first, k_end=k_end,
-                            full=full, cut=cut, pieces=w["P"])
-            return w["segs"], coords, lambda: w["fills"]
-        bid, gsz, mblocks, mine = tile_loop(b, role)
-        cap = m_tail_cap(b)
-
-        def coords(li):
-            base, m0, n0, mn, split, kb0 = tile_coords(b, li, bid, gsz, mblocks, cap)
-            return dict(base=base, m0=m0, n0=n0, mn=mn, split=split, kb0=kb0, k_first=0, k_end=KBS)
-        return mine, coords, lambda: b.scalar(Op.MUL, "fills", mine, KBS)
-
-    # --- producer: one elected thread of the last warpgroup issues every TMA load -------------
+def _load_role(cfg: Fp8GemmConfig, walk: _TileWalk) -> tuple:
+    """The producer: one elected thread of the last warpgroup issues every TMA load."""
     b = Builder(role="load")
-    mine, coords, fills = walk(b, "load")
+    mine, coords, fills = walk.segments(b)
     with b.region(Op.FOR, "li", 0, mine, 1) as li:
         c = coords(li)
         base, m0, n0, kb0 = c["base"], c["m0"], c["n0"], c["kb0"]
         with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
-            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
+            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if cfg.split_k > 1 else kbl
             k0 = b.scalar(Op.MUL, "k0", kb, BLOCK_K)
             b.emit(Op.ACQUIRE, "", "ab", ctr)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
@@ -222,114 +256,153 @@ def lower(cfg: Fp8GemmConfig) -> Node:
             if cfg.sfa_major == "mn":
                 b.emit(Op.TMA_LOAD, "", "ab", ctr, "sfa_ring", "SFA", m0, kb)
             b.emit(Op.COMMIT, "", "ab", ctr)
-    if CL > 1:
+    if cfg.cluster > 1:
         # the peer CTA arrives on this CTA's empty barriers until it has released its last slot:
         # wait for every release before the CTA may exit
         b.emit(Op.DRAIN, "", "ab", fills())
-    producer = Node(Op.WARPGROUP, "", (), None, {"ids": (cfg.math_wgs,), "roles": ("load",)}, b.nodes())
+    return b.nodes()
 
-    # --- math warpgroups: block-scaled MMA per K block, then the epilogue (store role) ----------
+
+def _math_role(cfg: Fp8GemmConfig, walk: _TileWalk) -> tuple:
+    """The math warpgroups: one block-scaled MMA per K block into the tile's accumulators, then the
+    epilogue (the store role)."""
+    accs, sfas = _register_tiles(cfg)
+    wave = _wave(cfg)
     b = Builder(role="mma")
-    mine, coords, _ = walk(b, "mma")
+    mine, coords, _ = walk.segments(b)
     # K-major SFA: rows past M (a last m block's) read row M - 1 instead of past the tensor
     sfa_rows = b.scalar(Op.DIM, "sfa_rows", "A", axis=0) if cfg.sfa_major == "k" else None
     # stream-K segments end in one of two epilogues (whole tile or a cut one's piece): the
     # overlap_epilogue rewrite, which assumes one, does not apply
-    loop_attrs = {"overlap_epilogue": "skipped: stream-K segments end in two kinds of epilogue"} if STK else {}
+    loop_attrs = {"overlap_epilogue": "skipped: stream-K segments end in two kinds of epilogue"} if cfg.stream_k else {}
     with b.region(Op.FOR, "li", 0, mine, 1, **loop_attrs) as li:
         c = coords(li)
-        base, m0, n0, mn, split, kb0 = c["base"], c["m0"], c["n0"], c["mn"], c["split"], c["kb0"]
+        base, n0, kb0 = c["base"], c["n0"], c["kb0"]
         # B scales: an N tile may straddle two (or three) 128-row scale blocks of B (when 128 % BN != 0)
         sb_row0 = b.scalar(Op.DIV, "sb_row0", n0, 128)
         sb_rows = [sb_row0, b.scalar(Op.MIN, "sb_row1", b.scalar(Op.ADD, "sb_next", sb_row0, 1), ceil_div(cfg.n, 128) - 1)]
-        if b_scale_blocks(BN) > 2:
+        if b_scale_blocks(cfg.block_n) > 2:
             sb_rows.append(b.scalar(Op.MIN, "sb_row2", b.scalar(Op.ADD, "sb_next2", sb_row0, 2), ceil_div(cfg.n, 128) - 1))
         for acc in accs:
             b.emit(Op.ZERO, "", acc)
         with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
-            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if SK > 1 else kbl
+            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if cfg.split_k > 1 else kbl
             sbs = [b.emit(Op.LOAD_SCALE, f"sb{i}", "SFB", row, kb, type=Type(DType.f32)) for i, row in enumerate(sb_rows)]
             if cfg.sfa_major == "k":   # this thread's rows' scales of K block kb from global memory:
                 for w, sfa in enumerate(sfas):      # issued before the slot wait, which hides their latency
-                    b.emit(Op.LOAD_ROW_SCALES, "", sfa, "SFA", m0, kb, sfa_rows, wave=wave(w),
+                    b.emit(Op.LOAD_ROW_SCALES, "", sfa, "SFA", c["m0"], kb, sfa_rows, wave=wave(w),
                            prefetch=SFA_PREFETCH_K_BLOCKS or None)
             b.emit(Op.WAIT, "", "ab", ctr)
             for w, (acc, sfa) in enumerate(zip(accs, sfas)):
                 if cfg.sfa_major == "mn":
                     b.emit(Op.SMEM_READ, "", sfa, "sfa_ring", ctr, wave=wave(w))
-                b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, *sbs, n0, n=BN, k=BLOCK_K,
+                b.emit(Op.MMA_SCALED, "", acc, "a_ring", "b_ring", ctr, sfa, *sbs, n0, n=cfg.block_n, k=BLOCK_K,
                        wave=wave(w))
             b.emit(Op.RELEASE, "", "ab", ctr)
-        if XC:
-            # cluster split-K: send every CTA of the cluster its share of this slice's partial (once
-            # they have read the previous round), then sum this CTA's share over the cluster's
-            # partials in rank order (deterministic) into D.  The last round is not freed: after it
-            # nothing reaches this CTA's shared memory, so it may exit without waiting for its peers
-            b.emit(Op.PARTIAL_RECLAIM, "", "partials", li, role="store")
-            b.emit(Op.PARTIAL_PUBLISH, "", "partials", accs[0], li, role="store")
-            b.emit(Op.PARTIAL_REDUCE, "", "D", "partials", li, mine, m0, n0, role="store", splits=SK, n=BN)
-        elif SK > 1:
-            # split-K epilogue: store this slice's FP32 partial, count the slice in; the CTA that
-            # brings the count to SK sums the partials in slice order 0..SK-1 (deterministic) into D
-            for w, acc in enumerate(accs):
-                b.emit(Op.SPLIT_STORE, "", "W", acc, split, m0, n0, role="store", wave=wave(w))
-            last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", mn, type=Type(DType.i32), splits=SK, role="store",
-                          flag="split_flag")
-            with b.region(Op.IF, "", last, role="store"):
-                for w in range(W):
-                    b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=SK, n=BN)
-                b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
-        elif STK:
-            # stream-K: a whole tile is stored at once.  A cut tile's pieces count in; the walker
-            # that completes the count sums the pieces in piece order (the same bits whoever that
-            # is: its own piece from its registers, the others' from the workspace) and stores the
-            # tile.  A walker that finds the others already in completes it without storing its own
-            with b.region(Op.IF, "", c["full"], role="store"):
-                _tma_epilogue(b, accs, W, wave, n0, m0)
-            with b.region(Op.IF, "", c["full"], negate=True, role="store"):
-                (slot0, piece), pieces = c["cut"], c["pieces"]
-                lock = mn
-                if CL > 1:       # every CTA of a cluster tile has its own output tile and pieces
-                    rank = b.scalar(Op.SREG, "lock_rank", which="cluster_rank")
-                    lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL), rank)
-                    slot0 = b.scalar(Op.ADD, "slot0_cta", b.scalar(Op.MUL, "slot0_cl", slot0, CL),
-                                     b.scalar(Op.MUL, "slot0_rank", rank, pieces))
-                slot = b.scalar(Op.ADD, "slot", slot0, piece)
-                others = b.emit(Op.SPLIT_PEEK, "others_in", "LOCKS", lock, pieces, type=Type(DType.i32),
-                                splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
-                with b.region(Op.IF, "", others, negate=True, role="store"):
-                    for w, acc in enumerate(accs):
-                        b.emit(Op.SPLIT_STORE, "", "W", acc, slot, m0, n0, role="store", wave=wave(w), compact=True)
-                last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, others, type=Type(DType.i32),
-                              splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
-                with b.region(Op.IF, "", last, role="store"):
-                    for w, acc in enumerate(accs):
-                        b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, slot0, role="store", wave=wave(w),
-                               splits=stream_k.MAX_PIECES)
-                    b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
-                    _tma_epilogue(b, accs, W, wave, n0, m0)
-        elif tma_epilogue:
-            _tma_epilogue(b, accs, W, wave, n0, m0)
-        else:
-            for w, acc in enumerate(accs):
-                b.emit(Op.STORE_DIRECT, "", "D", acc, m0, n0, role="store", wave=wave(w))
-    if tma_epilogue:
+        _epilogue(b, cfg, c, li, mine)
+    if _tma_stores_d(cfg):
         b.emit(Op.TMA_STORE_WAIT, "", read=False, role="store")
-    consumers = Node(Op.WARPGROUP, "", (), None,
-                     {"ids": tuple(range(cfg.math_wgs)), "roles": ("mma", "store")}, b.nodes())
+    return b.nodes()
 
-    attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": BM, "block_n": BN, "block_k": BLOCK_K,
-             "stages": S, "num_sms": cfg.num_sms, "threads": cfg.threads, "config": cfg.key(), "split_k": SK}
+
+def _epilogue(b: Builder, cfg: Fp8GemmConfig, c: dict, li, mine) -> None:
+    """The store role after a segment's K loop (`c`: its coordinates), by how the tile's K is cut."""
+    accs, _ = _register_tiles(cfg)
+    wave, W = _wave(cfg), cfg.waves
+    m0, n0, mn, split = c["m0"], c["n0"], c["mn"], c["split"]
+    if cfg.split_cluster:
+        # cluster split-K: send every CTA of the cluster its share of this slice's partial (once
+        # they have read the previous round), then sum this CTA's share over the cluster's
+        # partials in rank order (deterministic) into D.  The last round is not freed: after it
+        # nothing reaches this CTA's shared memory, so it may exit without waiting for its peers
+        b.emit(Op.PARTIAL_RECLAIM, "", "partials", li, role="store")
+        b.emit(Op.PARTIAL_PUBLISH, "", "partials", accs[0], li, role="store")
+        b.emit(Op.PARTIAL_REDUCE, "", "D", "partials", li, mine, m0, n0, role="store", splits=cfg.split_k,
+               n=cfg.block_n)
+    elif cfg.split_k > 1:
+        # split-K epilogue: store this slice's FP32 partial, count the slice in; the CTA that
+        # brings the count to SK sums the partials in slice order 0..SK-1 (deterministic) into D
+        for w, acc in enumerate(accs):
+            b.emit(Op.SPLIT_STORE, "", "W", acc, split, m0, n0, role="store", wave=wave(w))
+        last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", mn, type=Type(DType.i32), splits=cfg.split_k, role="store",
+                      flag="split_flag")
+        with b.region(Op.IF, "", last, role="store"):
+            for w in range(W):
+                b.emit(Op.SPLIT_REDUCE, "", "D", "W", m0, n0, role="store", wave=wave(w), splits=cfg.split_k,
+                       n=cfg.block_n)
+            b.emit(Op.SPLIT_RESET, "", "LOCKS", mn, role="store")
+    elif cfg.stream_k:
+        _stream_k_epilogue(b, cfg, c)
+    elif _tma_stores_d(cfg):
+        _tma_epilogue(b, cfg, m0, n0)
+    else:
+        for w, acc in enumerate(accs):
+            b.emit(Op.STORE_DIRECT, "", "D", acc, m0, n0, role="store", wave=wave(w))
+
+
+def _stream_k_epilogue(b: Builder, cfg: Fp8GemmConfig, c: dict) -> None:
+    """Stream-K: a whole tile is stored at once.  A cut tile's pieces count in; the walker that
+    completes the count sums the pieces in piece order (the same bits whoever that is: its own piece
+    from its registers, the others' from the workspace) and stores the tile.  A walker that finds the
+    others already in completes it without storing its own."""
+    accs, _ = _register_tiles(cfg)
+    wave = _wave(cfg)
+    m0, n0, mn = c["m0"], c["n0"], c["mn"]
+    with b.region(Op.IF, "", c["full"], role="store"):
+        _tma_epilogue(b, cfg, m0, n0)
+    with b.region(Op.IF, "", c["full"], negate=True, role="store"):
+        (slot0, piece), pieces = c["cut"], c["pieces"]
+        lock = mn
+        if cfg.cluster > 1:       # every CTA of a cluster tile has its own output tile and pieces
+            CL = cfg.cluster
+            rank = b.scalar(Op.SREG, "lock_rank", which="cluster_rank")
+            lock = b.scalar(Op.ADD, "lock", b.scalar(Op.MUL, "lock_tile", mn, CL), rank)
+            slot0 = b.scalar(Op.ADD, "slot0_cta", b.scalar(Op.MUL, "slot0_cl", slot0, CL),
+                             b.scalar(Op.MUL, "slot0_rank", rank, pieces))
+        slot = b.scalar(Op.ADD, "slot", slot0, piece)
+        others = b.emit(Op.SPLIT_PEEK, "others_in", "LOCKS", lock, pieces, type=Type(DType.i32),
+                        splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
+        with b.region(Op.IF, "", others, negate=True, role="store"):
+            for w, acc in enumerate(accs):
+                b.emit(Op.SPLIT_STORE, "", "W", acc, slot, m0, n0, role="store", wave=wave(w), compact=True)
+        last = b.emit(Op.SPLIT_ARRIVE, "last", "LOCKS", lock, pieces, others, type=Type(DType.i32),
+                      splits=stream_k.MAX_PIECES, role="store", flag="split_flag")
+        with b.region(Op.IF, "", last, role="store"):
+            for w, acc in enumerate(accs):
+                b.emit(Op.SPLIT_GATHER, "", acc, "W", pieces, piece, slot0, role="store", wave=wave(w),
+                       splits=stream_k.MAX_PIECES)
+            b.emit(Op.SPLIT_RESET, "", "LOCKS", lock, role="store")
+            _tma_epilogue(b, cfg, m0, n0)
+
+
+def _tma_epilogue(b: Builder, cfg: Fp8GemmConfig, m0, n0) -> None:
+    """bf16 D through a shared-memory staging tile and TMA stores (the store role on the math warpgroups)."""
+    accs, _ = _register_tiles(cfg)
+    wave = _wave(cfg)
+    b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
+    b.emit(Op.SYNC, "", role="store")
+    for w, acc in enumerate(accs):
+        b.emit(Op.STAGE_OUT, "", "d_tile", acc, role="store", wave=wave(w))
+    b.emit(Op.SYNC, "", fence_async=True, role="store")
+    for w in range(cfg.waves):
+        b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
+
+
+def _kernel_attrs(cfg: Fp8GemmConfig) -> dict:
+    """The kernel's attributes: the config as the passes, the launcher and the interpreter read it."""
+    attrs = {"op": "fp8_gemm_nt", "n": cfg.n, "k": cfg.k, "block_m": cfg.block_m, "block_n": cfg.block_n,
+             "block_k": BLOCK_K, "stages": cfg.stages, "num_sms": cfg.num_sms, "threads": cfg.threads,
+             "config": cfg.key(), "split_k": cfg.split_k}
     if cfg.ctas_per_sm > 1:
         attrs["ctas_per_sm"] = cfg.ctas_per_sm
     if cfg.math_order != "together":
         attrs["math_order"] = cfg.math_order      # read by the order_wgmma_issue pass
-    if CL > 1:
-        attrs.update(cluster=CL, multicast=cfg.multicast)
-    if XC:
-        attrs.update(cluster=SK, split_reduce="cluster")
-    if STK:
+    if cfg.cluster > 1:
+        attrs.update(cluster=cfg.cluster, multicast=cfg.multicast)
+    if cfg.split_cluster:
+        attrs.update(cluster=cfg.split_k, split_reduce="cluster")
+    if cfg.stream_k:
         attrs["stream_k"] = True
     if cfg.promotion != "fp32":
         attrs["promotion"] = cfg.promotion         # read by the rescale_accumulator pass
@@ -339,18 +412,7 @@ def lower(cfg: Fp8GemmConfig) -> Node:
         attrs["m_tail_below"] = tail_shift_below(cfg)   # read by launch_scalar (the host's m_tail_cap)
     if cfg.early_epilogue != "on":
         attrs["early_epilogue"] = cfg.early_epilogue    # read by the stage_first_wave_early pass
-    return Node(Op.KERNEL, cfg.kernel_name(), (), None, attrs, decl.nodes() + (producer, consumers))
-
-
-def _tma_epilogue(b: Builder, accs, W, wave, n0, m0) -> None:
-    """bf16 D through a shared-memory staging tile and TMA stores (the store role on the math warpgroups)."""
-    b.emit(Op.TMA_STORE_WAIT, "", read=True, role="store")
-    b.emit(Op.SYNC, "", role="store")
-    for w, acc in enumerate(accs):
-        b.emit(Op.STAGE_OUT, "", "d_tile", acc, role="store", wave=wave(w))
-    b.emit(Op.SYNC, "", fence_async=True, role="store")
-    for w in range(W):
-        b.emit(Op.TMA_STORE, "", "D", "d_tile", n0, m0, role="store", wave=wave(w))
+    return attrs
 
 
 def choose_config(m: int, n: int, k: int, num_sms: int = NUM_SMS, one_cta_per_sm: bool = False) -> Fp8GemmConfig:
