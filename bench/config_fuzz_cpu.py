@@ -9,7 +9,9 @@ Writes one row per case (seed, shape, kernel name, ok, the error's first line) a
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import subprocess
 import os
 import random
 import sys
@@ -41,7 +43,11 @@ def main():
         rows.append(row)
     bad = [r for r in rows if not r["ok"]]
     with open(args.out, "w") as f:
-        json.dump({"sampler": "tests/dgir_testlib.random_fp8_case", "first_seed": args.first,
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        json.dump({"git_rev": rev, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   "machine": "CPU (the interpreter and ptxas; no GPU)",
+                   "sampler": "tests/dgir_testlib.random_fp8_case", "first_seed": args.first,
                    "cases": len(rows), "failures": len(bad), "seconds": round(time.time() - t0, 1),
                    "rows": rows}, f, indent=0)
     print(f"{len(rows)} cases, {len(bad)} failures, {time.time() - t0:.0f} s")

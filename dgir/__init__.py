@@ -7,7 +7,8 @@ Public API (everything else is internal and may change)::
     dgir.verify(kernel)                     (raises VerifyError)
     dgir.register_pass(p, target, before=|after=|replace=)   dgir.Pass (base class of passes)
     dgir.Node, dgir.Op, dgir.DType, dgir.Type                the IR
-    dgir.CompileResult, dgir.PassError, dgir.OpError, dgir.ParseError, dgir.VerifyError
+    dgir.CompileResult (.summary(), .stage(name), .diff(a, b=None): the IR text between stages)
+    dgir.PassError, dgir.OpError, dgir.ParseError, dgir.VerifyError, dgir.DiffError
 
 `import dgir` is cheap: only the IR core is imported eagerly; the parser (lark), the pass manager,
 the compiler and anything that needs torch or the CUDA toolchain load on first use.
@@ -37,6 +38,7 @@ _LAZY = {
     "PassEvent": ("dgir.pipeline", "PassEvent"),
     "Pass": ("dgir.passes", "Pass"),
     "OpError": ("dgir.ops", "OpError"),
+    "DiffError": ("dgir.diff", "DiffError"),
 }
 
 __all__ = ["DType", "Node", "Op", "Type", "__version__", *_LAZY]

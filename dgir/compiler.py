@@ -62,6 +62,21 @@ class CompileResult:
                 return k
         raise KeyError(f"no stage {name!r}; stages: {[s for s, _ in self.stages]}")
 
+    def diff(self, a: str, b: str | None = None, context: int = 3) -> str:
+        """Unified diff of the IR text between stages `a` and `b`, or with `b` omitted, what pass `a`
+        changed (its input against its output).  Stages are named as `dgir diff` names them: the pass
+        name (`interleave_ffma`), `name#2` for a second run, the stem (`06_interleave_ffma`) or the
+        number (`6`); the same text as `dgir diff` over this result's dump directory."""
+        from .diff import Stage, pair_of, unified_lines
+        from .printer import print_ir
+        listed = [Stage(int(seq), name, Path(f"{stem}.dgir"))
+                  for stem, _ in self.stages for seq, name in [stem.split("_", 1)]]
+        before, after = pair_of(listed, a, b)
+        ir = dict(self.stages)
+        return unified_lines(print_ir(ir[before.stem]).splitlines(keepends=True),
+                             print_ir(ir[after.stem]).splitlines(keepends=True),
+                             before.path.name, after.path.name, context)
+
     def summary(self) -> str:
         cfg = self.config
         lines = [f"kernel   {self.name}  (target {self.target})"]

@@ -84,7 +84,11 @@ def resolve(all_stages: list[Stage], key: str) -> Stage:
 
 def pair(dump_dir: str | Path, a: str, b: str | None = None) -> tuple[Stage, Stage]:
     """(before, after): a and b, or with b omitted, pass a's input and its output."""
-    all_stages = stages(dump_dir)
+    return pair_of(stages(dump_dir), a, b)
+
+
+def pair_of(all_stages: list[Stage], a: str, b: str | None = None) -> tuple[Stage, Stage]:
+    """`pair` over stages already listed (a dump directory's, or a CompileResult's in memory)."""
     sa = resolve(all_stages, a)
     if b is not None:
         return sa, resolve(all_stages, b)
@@ -104,8 +108,11 @@ def _body(path: Path) -> list[str]:
 
 
 def unified(before: Stage, after: Stage, context: int = 3) -> str:
-    return "".join(difflib.unified_diff(_body(before.path), _body(after.path),
-                                        f"a/{before.path.name}", f"b/{after.path.name}", n=context))
+    return unified_lines(_body(before.path), _body(after.path), before.path.name, after.path.name, context)
+
+
+def unified_lines(before: list[str], after: list[str], before_name: str, after_name: str, context: int = 3) -> str:
+    return "".join(difflib.unified_diff(before, after, f"a/{before_name}", f"b/{after_name}", n=context))
 
 
 def html(before: Stage, after: Stage, context: int = 3) -> str:

@@ -299,6 +299,21 @@ def test_diff_one_pass_is_its_input_vs_output(small_dump, capsys):
     assert run(capsys, "diff", small_dump.parent, "promote_scales")[1] == out
 
 
+def test_compile_result_diff_is_dgir_diff_in_memory(small_dump, capsys):
+    """CompileResult.diff: the text `dgir diff` prints for the same stages, without a dump."""
+    import dgir
+    from dgir import DiffError
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    res = dgir.compile("fp8_gemm_nt", m=2048, n=1024, k=640, assemble=False,     # SMALL, from Python
+                       config=Fp8GemmConfig(n=1024, k=640, block_m=128, block_n=128, stages=5))
+    for keys in (("promote_scales",), ("promote_scales", "interleave_ffma"), ("6",), ("05_schedule_mma", "2")):
+        out = run(capsys, "diff", small_dump, *keys)[1]
+        assert out and res.diff(*keys) == out, keys
+    assert res.diff("promote_scales", "promote_scales") == ""
+    with pytest.raises(DiffError, match="no dump for 'no_such_pass'"):
+        res.diff("no_such_pass")
+
+
 def test_diff_html(small_dump, tmp_path, capsys):
     page = tmp_path / "out" / "diff.html"
     rc, out, err = run(capsys, "diff", small_dump, "interleave_ffma", "--html", page)
