@@ -25,6 +25,8 @@ class InterleaveFfma(Pass):
     buffer indices are static because the iteration is unrolled; the tail (K is compiled in) is
     straight-line code.
 
+    Within a stage, ops run in the schedule's `order` (in_schedule_order).
+
     Register cost: one more partial, BLOCK_N/2 f32 registers per thread.  The pass applies only when
     acc + 2 partials + REGISTER_RESERVE fit the math warpgroups' budget (`regs`, else 232), and
     records its decision as `interleave` on the loop either way.
@@ -63,6 +65,7 @@ class InterleaveFfma(Pass):
 
     # ------------------------------------------------------------------------------------------
     def pipeline(self, loop: Node, budget: int, regs: dict, new_decls: dict, wgs: int = 1) -> list[Node]:
+        loop = self.in_schedule_order(loop)
         start, stop, step = loop.args
         staged = [c for c in loop.body if c.get("stage") is not None]
         # register tiles carried from stage 0 to stage 1 need a second buffer
@@ -153,6 +156,31 @@ class InterleaveFfma(Pass):
         if n % U:
             group(start + full * U, n % U, out, literal=True)
         return out
+
+    @staticmethod
+    def in_schedule_order(loop: Node) -> Node:
+        """The loop with its staged ops in the schedule's `order` (ties: body position), over the
+        positions staged ops hold; unstaged ops (index arithmetic) stay in place.  Each stage's ops
+        are then materialised in that order, and so is a loop the pass leaves unpipelined.  An order
+        that uses a value before the op defining it is refused here; one that breaks the channel
+        protocol (a slot read after its release) the interpreter reports as a race."""
+        body = list(loop.body)
+        held = [i for i, c in enumerate(body) if c.get("stage") is not None]
+        ordered = sorted(held, key=lambda i: (body[i].get("order", i), i))
+        if ordered == held:
+            return loop
+        new = list(body)
+        for i, j in zip(held, ordered):
+            new[i] = body[j]
+        in_loop, defined = {c.name for c in new if c.name}, set()
+        for c in new:
+            late = [a for a in c.args if isinstance(a, str) and a in in_loop and a not in defined]
+            if late:
+                raise ValueError(f"schedule order: {c.op.value} (order={c.get('order')}) uses %{late[0]} before "
+                                 f"the op that defines it in loop %{loop.name}")
+            if c.name:
+                defined.add(c.name)
+        return loop.with_body(new)
 
     @staticmethod
     def dependencies(loop: Node) -> nx.DiGraph:

@@ -20,7 +20,8 @@ class ScheduleMma(Pass):
     """The default scheduler of the math k-loop.  It writes schedule *data* only: `stage` (0 = issue:
     load the B scales (and K-major A scales), wait for the ring slot, read the A scales, issue the
     wgmma; 1 = retire: wait for the wgmma, release the slot, promote; B-scale loads move to stage 1 when the tile straddles
-    two B-scale blocks, whose extra live scales would spill), `order` (position within the loop body) and
+    two B-scale blocks, whose extra live scales would spill), `order` (position within the loop body,
+    which interleave_ffma keeps within each stage: a scheduler reorders ops by writing it) and
     `latency` on each op of any k-loop that issues a wgmma.  Scalar index ops get no stage: the
     materialising pass recomputes them where they are needed.  interleave_ffma reads these attrs;
     a researcher replaces this pass to try another schedule without touching the lowering.
