@@ -10,29 +10,35 @@ from . import Pass
 REGISTER_RESERVE = 40   # addresses, loop counters, scales, descriptors: registers besides the tiles
 
 
-class InterleaveFfma(Pass):
-    """Software-pipeline the math k-loop by the `stage` attrs that schedule_mma wrote, with a
-    DOUBLE-BUFFERED partial accumulator inside each warpgroup (our choice over alternating
-    warpgroups: it overlaps even with one math warpgroup, and needs no cross-warpgroup barrier).
+def buffer(tile: str, index: int) -> str:
+    """The name of a carried register tile's buffer `index` (0: the tile itself; 1: `part1`, ...)."""
+    return tile + (str(index) if index else "")
 
-    The k-loop is unrolled by `unroll` (U) blocks.  Inside an iteration, block j+1's wgmma is issued
-    into the other partial buffer before block j is retired with `wgmma_wait [pending=1]` (block j
-    done, j+1 still running), its slot released and its partial promoted: those FFMAs run on the
-    CUDA cores while the tensor cores work on block j+1.  Only the last block of an iteration is
-    retired with pending=0, so no wgmma is in flight across the loop's back-edge: ptxas serialises
-    every wgmma of a loop where one is (warning C7514; measured 6% slower on the H200).  Register
-    tiles written in stage 0 and read in stage 1 (the partial, the A scales) get a second buffer;
-    buffer indices are static because the iteration is unrolled; the tail (K is compiled in) is
-    straight-line code.
+
+class InterleaveFfma(Pass):
+    """Software-pipeline the math k-loop by the schedule schedule_mma wrote (data on the IR: `stage`
+    and `order` on its ops, `partials` and `unroll` on the loop), with the partial accumulator in
+    `partials` (D) buffers inside each warpgroup (our choice over alternating warpgroups: it overlaps
+    even with one math warpgroup, and needs no cross-warpgroup barrier).
+
+    The k-loop is unrolled by `unroll` (U) blocks.  Inside an iteration, block j + D - 1's wgmma is
+    issued into its own partial buffer before block j is retired with `wgmma_wait [pending=D-1]`
+    (block j done, the D - 1 younger ones still running), its slot released and its partial promoted:
+    those FFMAs run on the CUDA cores while the tensor cores work on the younger blocks.  D = 2 (the
+    default) is the double-buffered partial: one block in flight.  The iteration ends by draining
+    (pending D-2 .. 0), so no wgmma is in flight across the loop's back-edge: ptxas serialises every
+    wgmma of a loop where one is (warning C7514; measured 6% slower on the H200).  Register tiles
+    written in stage 0 and read in stage 1 (the partial, the A scales) get D buffers; buffer indices
+    are static because the iteration is unrolled; the tail (K is compiled in) is straight-line code.
 
     Within a stage, ops run in the schedule's `order` (in_schedule_order).
 
-    Register cost: one more partial, BLOCK_N/2 f32 registers per thread.  The pass applies only when
-    acc + 2 partials + REGISTER_RESERVE fit the math warpgroups' budget (`regs`, else 232), and
-    records its decision as `interleave` on the loop either way.
+    Register cost: D - 1 more partials, BLOCK_N/2 f32 registers per thread each.  The pass applies only
+    when acc + D partials + REGISTER_RESERVE fit the math warpgroups' budget (`regs`, else 232) and
+    the ring holds D stages, and records its decision as `interleave` on the loop either way.
     """
     name = "interleave_ffma"
-    unroll = 4          # K blocks per loop iteration: FFMAs of all but the last one overlap a wgmma
+    unroll = 4          # K blocks per loop iteration where the loop does not say (schedule_mma does)
     # With two or more math warpgroups, k-loops of fewer K blocks than this are left alone: the
     # other warpgroups' wgmmas cover a promotion, and overlap_epilogue (which needs a single
     # partial) then hides the next tile's first wgmma behind the epilogue, which pays more when a
@@ -68,13 +74,14 @@ class InterleaveFfma(Pass):
         loop = self.in_schedule_order(loop)
         start, stop, step = loop.args
         staged = [c for c in loop.body if c.get("stage") is not None]
-        # register tiles carried from stage 0 to stage 1 need a second buffer
+        D = loop.get("partials") or 2           # buffers of each carried tile: D - 1 blocks in flight
+        # register tiles carried from stage 0 to stage 1 need a buffer per block in flight
         written0 = {c.args[0] for c in staged
                     if c.get("stage") == 0 and c.op in (Op.WGMMA, Op.SMEM_READ, Op.LOAD_ROW_SCALES)}
         read1 = {a for c in staged if c.get("stage") == 1 for a in c.args}
         carried = sorted(written0 & read1)
         cost = sum(regs[r].type.numel // 128 for r in regs if r in read1 | written0 or r == "acc")
-        extra = sum(regs[r].type.numel // 128 for r in carried)
+        extra = (D - 1) * sum(regs[r].type.numel // 128 for r in carried)
         if any(c.op is Op.WGMMA and c.get("scale_d", 1) for c in staged):
             # the wgmma accumulates across K blocks: no per-block promotion to overlap
             return [loop.with_attrs(pipelined=None, interleave="skipped: the wgmma accumulates across K blocks")]
@@ -82,9 +89,9 @@ class InterleaveFfma(Pass):
             # waves share one partial: a second buffer per wave would not fit the register file
             return [loop.with_attrs(pipelined=None, interleave="skipped: several waves share the partial")]
         waits = [c.args[0] for c in staged if c.op is Op.WAIT]
-        if any(self.stages.get(ch, 1) < 2 for ch in waits):
-            # block j+1's slot must be filled while block j's is still held: one stage deadlocks
-            return [loop.with_attrs(pipelined=None, interleave="skipped: needs a ring of >= 2 stages")]
+        if any(self.stages.get(ch, 1) < D for ch in waits):
+            # blocks j+1 .. j+D-1's slots must be filled while block j's is still held
+            return [loop.with_attrs(pipelined=None, interleave=f"skipped: needs a ring of >= {D} stages")]
         if not (isinstance(start, int) and isinstance(stop, int) and step == 1):
             return [loop.with_attrs(pipelined=None, interleave="skipped: k loop bounds not static")]
         if wgs > 1 and stop - start < self.min_k_blocks:
@@ -94,7 +101,8 @@ class InterleaveFfma(Pass):
             return [loop.with_attrs(pipelined=None,
                                     interleave=f"skipped: needs {cost + extra + REGISTER_RESERVE} > {budget} registers")]
         for r in carried:
-            new_decls[r + "1"] = Node(Op.REGS, r + "1", (), regs[r].type, {})
+            for buf in range(1, D):
+                new_decls[buffer(r, buf)] = Node(Op.REGS, buffer(r, buf), (), regs[r].type, {})
 
         graph = self.dependencies(loop)
         kb = loop.name
@@ -114,7 +122,7 @@ class InterleaveFfma(Pass):
             rename.update({c.name: f"{c.name}_{tag}" for c in scalars + ops if c.name})
             rename[kb] = k
             for r in carried:
-                rename[r] = r + ("1" if buf else "")
+                rename[r] = buffer(r, buf)
             out = []
             for c in scalars + ops:
                 args = tuple(rename.get(a, a) if isinstance(a, str) else a for a in c.args)
@@ -125,12 +133,12 @@ class InterleaveFfma(Pass):
             return out
 
         role = loop.role
-        U = min(self.unroll, n)
+        U = min(loop.get("unroll") or self.unroll, n)
 
         def group(k0, count, body: list, literal: bool):
-            """Blocks k0 .. k0+count-1: issue block j+1 before retiring block j (buffers alternate).
-            The group ends with nothing in flight, so no wgmma is pending across a loop back-edge
-            (ptxas serialises every wgmma otherwise: C7514)."""
+            """Blocks k0 .. k0+count-1: issue block j + D - 1 before retiring block j (block j in
+            buffer j mod D).  The group ends with nothing in flight, so no wgmma is pending across a
+            loop back-edge (ptxas serialises every wgmma otherwise: C7514)."""
             def kname(j):
                 if literal:
                     return k0 + j
@@ -140,11 +148,16 @@ class InterleaveFfma(Pass):
                 return f"{kb}_{j}"
             ks = [kname(j) for j in range(count)]
             tag = f"{k0}" if literal else "l"
-            body += stage_ops(0, ks[0], 0, f"i0_{tag}", 0)
-            for j in range(1, count):
-                body += stage_ops(0, ks[j], j % 2, f"i{j}_{tag}", 0)
-                body += stage_ops(1, ks[j - 1], (j - 1) % 2, f"r{j - 1}_{tag}", 1, f"i{j - 1}_{tag}")
-            body += stage_ops(1, ks[-1], (count - 1) % 2, f"r{count - 1}_{tag}", 0, f"i{count - 1}_{tag}")
+            ahead = D - 1
+
+            def retire(r, pending):
+                return stage_ops(1, ks[r], r % D, f"r{r}_{tag}", pending, f"i{r}_{tag}")
+            for j in range(count):
+                body += stage_ops(0, ks[j], j % D, f"i{j}_{tag}", 0)
+                if j >= ahead:      # the steady state: D - 1 younger groups stay in flight
+                    body += retire(j - ahead, ahead)
+            for r in range(max(0, count - ahead), count):     # drain
+                body += retire(r, count - 1 - r)
 
         out: list[Node] = []
         full = n // U
@@ -152,7 +165,8 @@ class InterleaveFfma(Pass):
             body: list[Node] = []
             group(kb, U, body, literal=False)
             out.append(Node(Op.FOR, kb, (start, start + full * U, U), None,
-                            {"role": role, "interleave": f"double_buffer x{U}", "pipelined": True}, body))
+                            {"role": role, "interleave": f"double_buffer x{U}" if D == 2 else f"{D} buffers x{U}",
+                             "pipelined": True}, body))
         if n % U:
             group(start + full * U, n % U, out, literal=True)
         return out

@@ -22,14 +22,20 @@ class ScheduleMma(Pass):
     wgmma; 1 = retire: wait for the wgmma, release the slot, promote; B-scale loads move to stage 1 when the tile straddles
     two B-scale blocks, whose extra live scales would spill), `order` (position within the loop body,
     which interleave_ffma keeps within each stage: a scheduler reorders ops by writing it) and
-    `latency` on each op of any k-loop that issues a wgmma.  Scalar index ops get no stage: the
-    materialising pass recomputes them where they are needed.  interleave_ffma reads these attrs;
-    a researcher replaces this pass to try another schedule without touching the lowering.
+    `latency` on each op of any k-loop that issues a wgmma; on the loop, `partials` (the partial
+    accumulators it rotates through: K blocks in flight + 1, the kernel's `partials`, default 2) and
+    `unroll` (K blocks per iteration: 4 for two partials, 4 more for each further one, so that each
+    iteration still has blocks in the steady state between filling and draining the groups in flight).
+    Scalar index ops get no stage: the materialising pass recomputes them where they are needed.
+    interleave_ffma reads these attrs; a researcher replaces this pass to try another schedule
+    without touching the lowering.
     """
     name = "schedule_mma"
 
     def run(self, kernel: Node) -> Node:
         bn = kernel.get("block_n") or 128
+        partials = kernel.get("partials") or 2
+        loop_schedule = {"pipelined": False, "partials": partials, "unroll": 4 * (partials - 1) if partials > 2 else 4}
         # a tile straddling two B-scale blocks keeps two scales and four products per block alive:
         # loading them early would push the math warpgroups past their budget (ptxas spills)
         issue = ISSUE if 128 % bn == 0 else tuple(o for o in ISSUE if o not in SCALE_READS)
@@ -42,7 +48,7 @@ class ScheduleMma(Pass):
                     if stage is not None:
                         c = c.with_attrs(stage=stage, order=i, latency=LATENCY[c.op])
                     body.append(c)
-                return n.with_body(body).with_attrs(pipelined=False)
+                return n.with_body(body).with_attrs(**loop_schedule)
             return n.with_body(visit(c) for c in n.body) if n.body else n
 
         return visit(kernel)

@@ -275,6 +275,40 @@ def test_interleave_ffma_double_buffers(block_m, block_n, k_dim, monkeypatch):
     assert not any(n.get("stage") is not None or n.get("order") is not None for n in k.walk())
 
 
+@pytest.mark.parametrize("partials", [3, 4])
+@pytest.mark.parametrize("block_m,block_n,k_dim", [(64, 64, 2048), (64, 32, 1664), (128, 64, 1408)])
+def test_interleave_ffma_rotates_more_partials(partials, block_m, block_n, k_dim):
+    """partials=D: schedule_mma writes D and its unroll on the loop (data); interleave_ffma builds D
+    buffers of each carried tile, issues block j + D - 1 before retiring block j (pending=D-1) and
+    drains each iteration (pending D-2 .. 0), block j in buffer j mod D."""
+    cfg = Fp8GemmConfig(n=1536, k=k_dim, block_m=block_m, block_n=block_n, stages=6, partials=partials)
+    U = 4 * (partials - 1)
+    assert [(lp.get("partials"), lp.get("unroll")) for lp in k_loops(stage(cfg, "schedule_mma"))] == [(partials, U)]
+    k = stage(cfg, "interleave_ffma")
+    for b in range(1, partials):
+        assert k.decl(f"part{b}").type == k.decl("part").type and k.decl(f"sfa{b}").type == k.decl("sfa").type
+    with pytest.raises(KeyError):
+        k.decl(f"part{partials}")
+    nkb = cfg.k_blocks
+    assert _issue_count(k, Op.WGMMA) == _issue_count(k, Op.PROMOTE) == _issue_count(k, Op.RELEASE) == nkb
+    U = min(U, nkb)         # 1408: 11 K blocks, one iteration of 11
+    loop = next(n for n in region(k, "mma").walk() if n.op is Op.FOR and n.get("pipelined") is True)
+    assert loop.get("interleave") == f"{partials} buffers x{U}" and loop.args == (0, nkb // U * U, U)
+
+    def pendings(count):
+        return [partials - 1] * max(0, count - partials + 1) + list(range(min(count, partials - 1) - 1, -1, -1))
+    assert [c.get("pending") for c in loop.body if c.op is Op.WGMMA_WAIT] == pendings(U)
+    assert [c.args[0] for c in loop.body if c.op is Op.WGMMA] == ["part" + (str(j % partials) if j % partials else "")
+                                                                  for j in range(U)]
+    tile_loop = next(n for n in region(k, "mma").body if n.op is Op.FOR)
+    assert [c.get("pending") for c in tile_loop.body if c.op is Op.WGMMA_WAIT] == pendings(nkb % U)
+
+
+def test_interleave_ffma_needs_a_ring_stage_per_partial():
+    cfg = Fp8GemmConfig(n=1536, k=2048, block_m=64, block_n=64, stages=3, partials=4)
+    assert k_loops(stage(cfg, "interleave_ffma"))[0].get("interleave") == "skipped: needs a ring of >= 4 stages"
+
+
 @pytest.mark.parametrize("block_n", [192, 160, 144])
 def test_interleave_ffma_skips_when_registers_do_not_fit(block_n):
     cfg = Fp8GemmConfig(n=1536, k=640, block_m=128, block_n=block_n, stages=3)

@@ -84,6 +84,16 @@ def test_split_k_is_deterministic_across_schedules_and_grids():
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs)
 
 
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,partials", [(100, 128, 2048, 64, 64, 8, 3), (64, 96, 1664, 64, 32, 8, 4),
+                                                          (200, 192, 1408, 128, 64, 6, 3), (70, 128, 896, 64, 64, 5, 4)])
+def test_more_partials_in_flight_preserve_the_result(m, n, k, bm, bn, stages, partials):
+    """partials=3 and 4 (2 and 3 K blocks' wgmma in flight while the oldest is promoted): every stage
+    bitwise equal to the lowered IR, under several interleavings of the warpgroups."""
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, partials=partials)
+    ran = _check_every_stage(cfg, m, n, k)
+    assert any(n.get("interleave", "").startswith(f"{partials} buffers") for _, kern in ran for n in kern.walk())
+
+
 def test_chained_wgmma_keeps_the_value_its_predecessor_retires():
     """Accumulating wgmmas (scale_d=1) issued back to back, retired one at a time: the second must
     add onto the first's result (the interpreter once poisoned it at the third issue)."""

@@ -30,6 +30,12 @@ SAMPLED += [Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cl
 SAMPLED += [Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
             Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5, split_k=7),
             Fp8GemmConfig(n=2112, k=1536, block_m=256, block_n=128, stages=3, split_k=3)]
+# more partials in flight (partials=3, 4): up to three wgmma groups pending inside an iteration
+SAMPLED += [Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=11, partials=3),
+            Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=11, partials=4),
+            Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=32, stages=8, split_k=2, split_reduce="cluster",
+                          ctas_per_sm=2, partials=4),
+            Fp8GemmConfig(n=7168, k=16384, block_m=128, block_n=64, stages=8, partials=3)]
 CHOSEN = [choose_config(m, n, k) for m in (1, 64, 128, 4096) for n, k in
           [(2112, 7168), (576, 7168), (24576, 1536), (32768, 512), (7168, 16384), (4096, 7168), (7168, 2048)]]
 CONFIGS = SAMPLED + sorted(set(CHOSEN), key=repr)

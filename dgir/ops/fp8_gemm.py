@@ -412,6 +412,8 @@ def _kernel_attrs(cfg: Fp8GemmConfig) -> dict:
         attrs["m_tail_below"] = tail_shift_below(cfg)   # read by launch_scalar (the host's m_tail_cap)
     if cfg.early_epilogue != "on":
         attrs["early_epilogue"] = cfg.early_epilogue    # read by the stage_first_wave_early pass
+    if cfg.partials != 2:
+        attrs["partials"] = cfg.partials                # read by the schedule_mma pass
     return attrs
 
 

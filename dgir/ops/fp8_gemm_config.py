@@ -28,7 +28,7 @@ def align(a: int, b: int) -> int:
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 # Fp8GemmConfig fields left out of key() at their default
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",
-               "early_epilogue": "on", "sfa_major": "mn"}
+               "early_epilogue": "on", "sfa_major": "mn", "partials": 2}
 @dataclass(frozen=True)
 class Fp8GemmConfig:
     n: int
@@ -97,6 +97,14 @@ class Fp8GemmConfig:
                                  # TUNING.md step 114 measures it; step 113's first form read 16-byte
                                  # TMA boxes of four K blocks per stage instead (up to 2.6x slower)
 
+    partials: int = 2            # partial accumulators the math k-loop rotates through (2, 3 or 4): K blocks
+                                 # whose wgmma groups are in flight while the oldest is promoted
+                                 # (schedule_mma writes it on the loop, interleave_ffma builds it).  2:
+                                 # one group in flight.  A small tile's K block is latency-bound (spec
+                                 # 282: 64x64 at M = 128 ~186 ns a block with no loads at all, ~3x its
+                                 # tensor-core time), which more groups in flight may hide
+                                 # (bench/TUNING.md step 117)
+
     @property
     def math_wgs(self) -> int:
         """Math warpgroups: one per 64 rows up to three (BLOCK_M 192: 512 threads, ~152 registers
@@ -149,7 +157,7 @@ class Fp8GemmConfig:
         mark = {f: NAME_SUFFIXES[f].get(getattr(self, f), "") for f in NAME_SUFFIXES}
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{mark['stream_k']}{mark['epilogue']}{cl}{occ}{mark['math_order']}{mark['promotion']}"
-                f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}")
+                f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}{mark['partials']}")
 
     @staticmethod
     def from_kernel_name(name: str, legacy_m_tail: str = "fill") -> Fp8GemmConfig | None:
@@ -181,6 +189,7 @@ NAME_SUFFIXES = {
     "m_tail": {"shift": "_tsh", "auto": "_tauto"},
     "early_epilogue": {"off": "_late", "staging": "_estg"},
     "sfa_major": {"k": "_sfk"},
+    "partials": {3: "_p3", 4: "_p4"},
 }
 _DEFAULTS = {f: Fp8GemmConfig.__dataclass_fields__[f].default for f in NAME_SUFFIXES}
 
@@ -194,7 +203,7 @@ _KERNEL_NAME = re.compile(
     r"(?:_sk(?P<split_k>\d+)(?P<dsm>dsm)?)?" + _one_of("stream_k") + _one_of("epilogue")
     + r"(?:_c(?P<cluster>\d)(?P<multicast>[AB]))?(?:_o(?P<occ>\d))?" + _one_of("math_order") + _one_of("promotion")
     + _one_of("staging") + r"(?:_g(?P<g>\d+))?" + _one_of("m_tail", ("_tfill",)) + _one_of("early_epilogue")
-    + _one_of("sfa_major"))
+    + _one_of("sfa_major") + _one_of("partials"))
 
 
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
@@ -430,6 +439,9 @@ def check_config(cfg: Fp8GemmConfig) -> None:
             raise OpError("fp8_gemm_nt: promotion='rescaled' needs one 64-row wave per math warpgroup "
                           f"(block_m 64, 128 or 192) and no stream_k, got block_m={cfg.block_m}, "
                           f"stream_k={cfg.stream_k}")
+    if cfg.partials not in (2, 3, 4):
+        raise OpError(f"fp8_gemm_nt: partials (partial accumulators the k-loop rotates) must be 2, 3 or 4, "
+                      f"got {cfg.partials!r}")
     if cfg.sfa_major not in SFA_ROW_BYTES:
         raise OpError(f"fp8_gemm_nt: sfa_major must be 'mn' or 'k', got {cfg.sfa_major!r}")
     if cfg.staging not in ("tile", "ring"):
