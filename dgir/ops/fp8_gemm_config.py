@@ -100,10 +100,11 @@ class Fp8GemmConfig:
     partials: int = 2            # partial accumulators the math k-loop rotates through (2, 3 or 4): K blocks
                                  # whose wgmma groups are in flight while the oldest is promoted
                                  # (schedule_mma writes it on the loop, interleave_ffma builds it).  2:
-                                 # one group in flight.  A small tile's K block is latency-bound (spec
+                                 # one group in flight.  Built for the small tiles' slow K blocks (spec
                                  # 282: 64x64 at M = 128 ~186 ns a block with no loads at all, ~3x its
-                                 # tensor-core time), which more groups in flight may hide
-                                 # (bench/TUNING.md step 117)
+                                 # tensor-core time); measured no faster (spec 285: 0.968-1.094x over
+                                 # 15 cells, the no-load time unchanged: not the wgmma's latency),
+                                 # so the chooser leaves it at 2 (bench/TUNING.md step 117)
 
     @property
     def math_wgs(self) -> int:
