@@ -35,7 +35,7 @@ class ScheduleMma(Pass):
     def run(self, kernel: Node) -> Node:
         bn = kernel.get("block_n") or 128
         partials = kernel.get("partials") or 2
-        loop_schedule = {"pipelined": False, "partials": partials, "unroll": 4 * (partials - 1) if partials > 2 else 4}
+        loop_schedule = {"pipelined": False, "partials": partials, "unroll": 4 * (partials - 1)}
         # a tile straddling two B-scale blocks keeps two scales and four products per block alive:
         # loading them early would push the math warpgroups past their budget (ptxas spills)
         issue = ISSUE if 128 % bn == 0 else tuple(o for o in ISSUE if o not in SCALE_READS)
