@@ -1,0 +1,219 @@
+"""How many cycles a 64-row slice's K block (four m64nNk32 e4m3 wgmmas, 128 of K) costs on its own,
+with nothing else in the loop: no barriers, no loads, no scales (device call; writes JSON).
+
+bench/TUNING.md step 118 asks whether the ~180-cycle intercept of the small tiles' no-load K block
+(spec 287: 225 / 268 / 355 cycles at N = 32 / 64 / 128) is the tensor core's own rate with both
+operands read from shared memory, or our loop around it.  Each variant is a hand-written PTX kernel,
+one CTA per SM, that runs `--blocks` K blocks back to back and times them with %clock64:
+
+  operands  ss: A and B from shared memory (what dgir emits);  rs: A from registers, loaded once;
+            rs_lds: A from registers, re-read from shared memory each K block (what an RS kernel pays)
+  retire    wait0: each K block's group waits for itself (nothing in flight across blocks);
+            inflight: two accumulators, block j + 1 issued before block j is waited for (four
+            blocks an iteration, drained at its end);
+            promote: inflight, plus an FFMA per accumulator element into a third set after each
+            wait (the FP32 promotion's arithmetic, without the scale loads)
+  warpgroups 1 (a 64xN tile) or 2 (a 128xN tile: two A slabs, one B shared)
+
+    python3 bench/wgmma_rate_probe.py --out $OUT/wgmma_rate.json            (on the H200)
+    python3 bench/wgmma_rate_probe.py --compile-only                        (here: ptxas only)
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from dgir.toolchain import assemble  # noqa: E402
+
+A_SLAB = 64 * 128              # one warpgroup's 64 rows x 128 bytes of K
+B_BASE = 2 * A_SLAB            # B after both A slabs (1024-aligned)
+
+
+def _desc_hi() -> int:
+    return 0x40000040          # SBO = 1024 >> 4, 128-byte swizzle (hopper-ptx.md 4.3)
+
+
+def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
+    """The kernel `probe(out, blocks)`: thread 0 of each warpgroup writes its cycles to
+    out[2 * (ctaid * warpgroups + wg)] and a sum of accumulators beside it (keeps the math live)."""
+    regs = n // 2                              # FP32 accumulator registers of m64nNk32 per thread
+    sets = 1 if retire == "wait0" else 2
+    lines = []
+    emit = lines.append
+    emit(".version 8.7\n.target sm_90a\n.address_size 64\n")
+    emit(".extern .shared .align 1024 .b8 smem[];\n")
+    emit(".visible .entry probe(.param .u64 out, .param .u32 blocks)\n{")
+    emit(f"  .reg .f32 %acc<{sets * regs}>;\n  .reg .f32 %pro<{regs if retire == 'promote' else 1}>;")
+    emit("  .reg .b32 %a<16>;\n  .reg .b32 %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<4>;")
+    emit("  .reg .f32 %s<4>;")
+    emit("  ld.param.u64 %rd0, [out];\n  ld.param.u32 %r0, [blocks];")
+    emit("  mov.u32 %r1, %tid.x;\n  shr.u32 %r2, %r1, 7;            // warpgroup")
+    emit("  mov.u32 %r3, smem;")
+    # fill the operands with e4m3 values of magnitude ~1 (0x38 = 1.0, 0x30 = 0.5, signs mixed)
+    emit("  mov.u32 %r4, %r1;")
+    emit("FILL:")
+    emit("  shl.b32 %r5, %r4, 2;\n  add.u32 %r6, %r3, %r5;")
+    emit("  mul.lo.u32 %r7, %r4, 0x9E3779B1;\n  and.b32 %r7, %r7, 0x80808080;\n  or.b32 %r7, %r7, 0x38303830;")
+    emit("  st.shared.u32 [%r6], %r7;")
+    emit(f"  add.u32 %r4, %r4, {128 * warpgroups};")
+    emit(f"  setp.lt.u32 %p0, %r4, {(B_BASE + n * 128) // 4};\n  @%p0 bra FILL;")
+    emit("  fence.proxy.async.shared::cta;\n  bar.sync 0;")
+    # descriptors: A slab of this warpgroup, B shared
+    emit(f"  mul.lo.u32 %r8, %r2, {A_SLAB};\n  add.u32 %r8, %r8, %r3;")
+    emit("  shr.u32 %r9, %r8, 4;\n  and.b32 %r9, %r9, 0x3FFF;\n  or.b32 %r9, %r9, 0x00010000;")
+    emit(f"  mov.u32 %r10, {_desc_hi()};\n  mov.b64 %rd1, {{%r9, %r10}};")
+    emit(f"  add.u32 %r11, %r3, {B_BASE};")
+    emit("  shr.u32 %r11, %r11, 4;\n  and.b32 %r11, %r11, 0x3FFF;\n  or.b32 %r11, %r11, 0x00010000;")
+    emit("  mov.b64 %rd2, {%r11, %r10};")
+    for j in range(1, 4):
+        emit(f"  add.s64 %rd{1 + 2 * j}, %rd1, {2 * j};\n  add.s64 %rd{2 + 2 * j}, %rd2, {2 * j};")
+    # A fragments for rs: this thread's 16 bytes of each k32 step (a plain per-thread read; the
+    # values do not matter for a rate)
+    emit("  and.b32 %r12, %r1, 127;\n  shl.b32 %r12, %r12, 4;\n  add.u32 %r12, %r12, %r8;")
+
+    def load_a():
+        for j in range(4):
+            emit(f"  ld.shared.v4.b32 {{%a{4 * j}, %a{4 * j + 1}, %a{4 * j + 2}, %a{4 * j + 3}}}, [%r12+{2048 * j}];")
+
+    if operands != "ss":
+        load_a()
+    for i in range(sets * regs):
+        emit(f"  mov.f32 %acc{i}, 0f00000000;")
+    if retire == "promote":
+        for i in range(regs):
+            emit(f"  mov.f32 %pro{i}, 0f00000000;")
+    emit("  mov.f32 %s0, 0f3F800000;")
+
+    def group(s: int):
+        d = "{" + ", ".join(f"%acc{s * regs + i}" for i in range(regs)) + "}"
+        emit("  wgmma.fence.sync.aligned;")
+        for j in range(4):
+            a = f"%rd{1 + 2 * j}" if operands == "ss" else "{" + ", ".join(f"%a{4 * j + q}" for q in range(4)) + "}"
+            emit(f"  wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {d}, {a}, %rd{2 + 2 * j}, "
+                 f"{0 if j == 0 else 1}, 1, 1;")
+        emit("  wgmma.commit_group.sync.aligned;")
+
+    def promote(s: int):
+        for i in range(regs):
+            emit(f"  fma.rn.f32 %pro{i}, %acc{s * regs + i}, %s0, %pro{i};")
+
+    emit("  bar.sync 0;\n  mov.u64 %rd10, %clock64;\n  mov.u32 %r13, 0;")
+    if retire == "wait0":
+        emit("LOOP:")
+        if operands == "rs_lds":
+            load_a()
+        group(0)
+        emit("  wgmma.wait_group.sync.aligned 0;")
+        emit("  add.u32 %r13, %r13, 1;\n  setp.lt.u32 %p1, %r13, %r0;\n  @%p1 bra LOOP;")
+    else:   # four blocks an iteration, one group in flight behind each wait, drained before the
+        # back-edge (as dgir's loop: a group in flight across it makes ptxas serialise, C7514)
+        emit("LOOP:")
+        for j, s in enumerate((0, 1, 0, 1)):
+            if operands == "rs_lds":
+                load_a()
+            group(s)
+            if j:
+                emit("  wgmma.wait_group.sync.aligned 1;")
+                if retire == "promote":
+                    promote(1 - s)
+        emit("  wgmma.wait_group.sync.aligned 0;")
+        if retire == "promote":
+            promote(1)
+        emit("  add.u32 %r13, %r13, 4;\n  setp.lt.u32 %p1, %r13, %r0;\n  @%p1 bra LOOP;")
+    emit("  mov.u64 %rd11, %clock64;\n  sub.s64 %rd12, %rd11, %rd10;")
+    # a sum over every accumulator (and promoted value) keeps each wgmma's result live
+    total = [f"%acc{i}" for i in range(sets * regs)] + ([f"%pro{i}" for i in range(regs)] if retire == "promote" else [])
+    emit("  mov.f32 %s1, 0f00000000;")
+    for t in total:
+        emit(f"  add.f32 %s1, %s1, {t};")
+    emit("  and.b32 %r14, %r1, 127;\n  setp.ne.u32 %p2, %r14, 0;\n  @%p2 bra DONE;")
+    emit(f"  mov.u32 %r15, %ctaid.x;\n  mad.lo.u32 %r15, %r15, {warpgroups}, %r2;")
+    emit("  mul.wide.u32 %rd13, %r15, 16;\n  add.s64 %rd14, %rd0, %rd13;")
+    emit("  st.global.u64 [%rd14], %rd12;\n  mov.b32 %r14, %s1;\n  st.global.u32 [%rd14+8], %r14;")
+    emit("DONE:\n  ret;\n}")
+    return "\n".join(lines) + "\n"
+
+
+VARIANTS = [(n, ops, ret, wg) for n, ops, ret, wg in itertools.product(
+    (32, 64, 128, 256), ("ss", "rs", "rs_lds"), ("wait0", "inflight", "promote"), (1, 2))
+    if not (n == 256 and ret != "wait0")]       # two 128-register sets do not fit beside the rest
+
+
+def name(v) -> str:
+    n, ops, ret, wg = v
+    return f"n{n}_{ops}_{ret}_wg{wg}"
+
+
+def smem_bytes(n: int) -> int:
+    return B_BASE + n * 128
+
+
+def run(blocks: int, out_path: str | None) -> None:
+    import subprocess
+    import datetime
+    import statistics
+    import torch
+    from runtime import driver
+    dev = torch.cuda.get_device_properties(0)
+    rows = []
+    for v in VARIANTS:
+        n, ops, ret, wg = v
+        res = assemble(probe_ptx(*v))
+        fn = driver.load_module(res.cubin).function("probe")
+        out = torch.zeros(dev.multi_processor_count * wg * 2, dtype=torch.int64, device="cuda")
+        import ctypes
+        for rep in range(3):   # the first launch warms the clocks; the last is kept
+            out.zero_()
+            driver.launch(fn, (dev.multi_processor_count, 1, 1), (128 * wg, 1, 1), smem_bytes(n),
+                          [ctypes.c_uint64(out.data_ptr()), ctypes.c_uint32(blocks)])
+            torch.cuda.synchronize()
+        cyc = out.view(-1, 2)[:, 0].tolist()
+        med = statistics.median(cyc)
+        tc_peak = 2 * 64 * n * 128 / (1979e12 / dev.multi_processor_count / 1.98e9)  # cycles at the FP8 peak
+        row = {"variant": name(v), "n": n, "operands": ops, "retire": ret, "warpgroups": wg,
+               "cycles_per_block_med": med / blocks, "cycles_per_block_max": max(cyc) / blocks,
+               "peak_cycles_per_block": tc_peak, "fraction_of_peak": tc_peak / (med / blocks),
+               "registers": res.resources.registers, "spills": res.resources.spill_stores}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    rev = os.environ.get("DGIR_GIT_REV") or subprocess.run(["git", "rev-parse", "--short", "HEAD"],
+                                                           capture_output=True, text=True).stdout.strip()
+    doc = {"device": torch.cuda.get_device_name(0), "git_rev": rev,
+           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "method": f"bench/wgmma_rate_probe.py: one CTA per SM, {blocks} K blocks of four m64nNk32 e4m3 "
+                     "wgmmas timed with %clock64 by each warpgroup; median (and max) over CTAs of the third "
+                     "launch; peak = 2*64*N*128 FLOP at 1979 TFLOPS over 132 SMs at 1.98 GHz",
+           "rows": rows}
+    if out_path:
+        with open(out_path, "w") as f:
+            json.dump(doc, f, indent=1)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--blocks", type=int, default=4096)
+    ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--print", metavar="VARIANT", help="print one variant's PTX (e.g. n64_ss_inflight_wg1)")
+    a = ap.parse_args(argv)
+    if a.print:
+        v = next(v for v in VARIANTS if name(v) == a.print)
+        print(probe_ptx(*v))
+        return 0
+    if a.compile_only:
+        for v in VARIANTS:
+            res = assemble(probe_ptx(*v))
+            r = res.resources
+            print(f"{name(v):24s} {r.registers:3d} registers, {r.spill_stores} spill stores, warnings: {res.warnings}")
+        return 0
+    run(a.blocks, a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
