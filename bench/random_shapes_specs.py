@@ -1074,6 +1074,24 @@ def refit_116_lines():
             + above_320_change_lines(283, 16, shipped_refit(), refit_116(), api_spec, tail_pairs=None))
 
 
+def narrow_cols(cols=60.0):
+    """Spec 288 (step 118): the shipped REFIT with a narrow tile's efficiency falling as
+    N / (cols + N) below 128 columns (a K block's fixed cost, spec 287) instead of the power law
+    (N / 128) ** 0.2566, for every tile without its own entry.  In sample: picks change at 98
+    committed shapes; 0.928x the time at the 54 where both were timed (4 slower, worst 1.014x),
+    42 never timed."""
+    from dataclasses import replace
+    return replace(shipped_refit(), tc_narrow_cols=cols)
+
+
+def narrow_cols_lines():
+    """Spec 288: the committed shapes above M = 320 where `narrow_cols` changes the API's kernel to
+    one no result timed there (its kernel, then the shipped one's), then 16 random shapes (seed 288)
+    where it changes the API's choice: the shipped choice, narrow_cols's, cuBLAS."""
+    return (changed_untimed_lines(shipped_refit(), narrow_cols(), 288, tail_pairs=None)
+            + above_320_change_lines(288, 16, shipped_refit(), narrow_cols(), api_spec, tail_pairs=None))
+
+
 def log_uniform(rng, lo, hi, multiple):
     return multiple * max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / multiple))
 
@@ -1170,6 +1188,7 @@ NAMED = {
     "--laggards-277": (lambda: candidates_lines(((556, 6288, 9216), (21116, 448, 15360), (29824, 320, 6656),
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--refit-116": (refit_116_lines, 2),
+    "--narrow-cols": (narrow_cols_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1180,10 +1199,10 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
-                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116")
+                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
-                       "--refit-116")
+                       "--refit-116", "--narrow-cols")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
