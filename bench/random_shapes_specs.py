@@ -1074,7 +1074,7 @@ def refit_116_lines():
             + above_320_change_lines(283, 16, shipped_refit(), refit_116(), api_spec, tail_pairs=None))
 
 
-def narrow_cols(cols=60.0):
+def narrow_cols(cols=((64, 60.0), (128, 60.0), (192, 60.0), (256, 60.0))):
     """Spec 288 (step 118): the shipped REFIT with a narrow tile's efficiency falling as
     N / (cols + N) below 128 columns (a K block's fixed cost, spec 287) instead of the power law
     (N / 128) ** 0.2566, for every tile without its own entry.  In sample: picks change at 98
@@ -1189,6 +1189,9 @@ NAMED = {
                                                  (16264, 640, 5120)), extra=("bm=128,bn=128,s=5,cl=2A", "bm=128,bn=128,s=5,cl=2B")), 2),
     "--refit-116": (refit_116_lines, 2),
     "--narrow-cols": (narrow_cols_lines, 2),
+    # spec 289: a second held-out draw of the same change (seed 289), three passes
+    "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
+                                                              tail_pairs=None), 3),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1199,10 +1202,11 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--multi-round-order-held-out", "--long-walk-order", "--long-walk-order-held-out",
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
-                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols")
+                    "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
+                    "--narrow-cols-held-out")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
-                       "--refit-116", "--narrow-cols")
+                       "--refit-116", "--narrow-cols", "--narrow-cols-held-out")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

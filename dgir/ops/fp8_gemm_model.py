@@ -58,10 +58,11 @@ class ModelParams:
     tc_table: tuple = FIRST_FIT_EFFICIENCY
     tc_scale: float = 0.485
     tc_narrow_exp: float = 0.6
-    # 0: the power law above.  > 0: a K block's fixed cost instead, in columns' worth of work: a
-    # tile's rate falls as N / (tc_narrow_cols + N) below 128 columns (N = 32 / 64 / 128 took 225 /
-    # 268 / 355 cycles a 64-row K block with no loads, ~182 + 1.35 N: bench/TUNING.md step 118)
-    tc_narrow_cols: float = 0.0
+    # per BLOCK_M, ((block_m, cols), ...): a K block's fixed cost in columns' worth of work, in place
+    # of the power law for that height: the rate falls as N / (cols + N) below 128 columns (N = 32 /
+    # 64 / 128 took 225 / 268 / 355 cycles a 64-row K block with no loads, ~182 + 1.35 N, where the
+    # bare wgmmas and promotion take 116 / 154 / 289: bench/TUNING.md step 118).  Empty: the power law
+    tc_narrow_cols: tuple = ()
     tc_wide: float = 0.87
     tc_wide_odd: float = 0.87
     tc_block_m: tuple = ((64, 0.85), (128, 1.0), (192, 1.0), (256, 1.05))
@@ -174,8 +175,9 @@ def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT, s
         if (bm, bn) == (block_m, block_n):
             return e
     P = params
-    if P.tc_narrow_cols and block_n < 128:
-        e = P.tc_scale * block_n / 128 * (P.tc_narrow_cols + 128) / (P.tc_narrow_cols + block_n)
+    cols = dict(P.tc_narrow_cols).get(block_m, 0.0)
+    if cols and block_n < 128:
+        e = P.tc_scale * block_n / 128 * (cols + 128) / (cols + block_n)
     else:
         e = P.tc_scale * min(1.0, block_n / 128) ** P.tc_narrow_exp
     if block_n > 128:
