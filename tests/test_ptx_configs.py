@@ -310,3 +310,39 @@ def test_every_config_of_the_queued_specs_assembles_without_spills():
         assert res.resources.spill_stores == 0 and res.resources.spill_loads == 0, line
         built[cfg.kernel_name()] = line
     assert len(built) > 0
+
+
+def test_the_wgmma_rate_probe_times_every_wgmma_it_issues():
+    """bench/wgmma_rate_probe.py's kernels (bench/TUNING.md step 118): each assembles without spills
+    or serialisation, and ptxas keeps every K block's four e4m3 wgmmas.  Its first version let the
+    accumulators of all but the last group die; ptxas then replaced those groups with a 64x8x16
+    HGMMA placeholder and the probe reported rates above the tensor cores' peak."""
+    import re
+    from dgir import toolchain
+    from dgir_testlib import bench_module
+    probe = bench_module("wgmma_rate_probe")
+    for v in probe.VARIANTS:
+        if v[0] not in (32, 128) or v[3] != 2 and v[1] == "rs":
+            continue
+        res = toolchain.assemble(probe.probe_ptx(*v))
+        assert res.resources.spill_stores == 0 and not res.warnings, (v, res.warnings)
+        sass = toolchain.disassemble(res.cubin, ("-c",))
+        assert "HGMMA" not in sass, v
+        gmma = len(re.findall(r"QGMMA\.64x\d+x32", sass))
+        assert gmma and gmma % 4 == 0, (v, gmma)
+
+
+def test_a_narrow_tiles_fixed_cost_in_the_cost_model():
+    """ModelParams.tc_narrow_cols (step 118): below 128 columns a tile's rate falls as N / (c + N),
+    the 128-column rating unchanged, per BLOCK_M; heights without an entry keep the power law."""
+    from dataclasses import replace
+    from dgir.ops.fp8_gemm_model import REFIT, tc_efficiency
+    base = replace(REFIT, tc_table=(), single_cta_table=(), tc_narrow_cols=())
+    cols = replace(base, tc_narrow_cols=((128, 60.0),))
+    assert tc_efficiency(128, 128, cols) == tc_efficiency(128, 128, base)
+    assert tc_efficiency(128, 256, cols) == tc_efficiency(128, 256, base)
+    e = {n: tc_efficiency(128, n, cols) / tc_efficiency(128, 128, cols) for n in (32, 64, 96)}
+    assert abs(e[64] - 64 / 128 * 188 / 124) < 1e-12        # N / 128 * (c + 128) / (c + N), c = 60
+    assert e[32] < e[64] < 1.0
+    assert tc_efficiency(128, 40, cols) < tc_efficiency(128, 40, base)       # the power law flatters narrow tiles
+    assert tc_efficiency(64, 40, cols) == tc_efficiency(64, 40, base)        # no entry for 64 rows
