@@ -1096,6 +1096,34 @@ def narrow_cols_lines():
             + above_320_change_lines(288, 16, shipped_refit(), narrow_cols(), api_spec, tail_pairs=None))
 
 
+def narrow_cols_untimed_lines():
+    """Spec 290 (step 118): where the cost model's own pick under `narrow_cols` (above M = 320, at the
+    committed shapes with several timed configs where no analogous shape's config replaces it, the
+    rows `test_each_constant_set_is_the_better_chooser_where_it_is_used` reads) is a kernel no spec
+    timed there: that kernel, as the API would run it."""
+    import math
+    from collections import defaultdict
+
+    from fit_model import _tile, load_rows
+
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm_walk import settle
+    params = narrow_cols()
+    by = defaultdict(dict)
+    for m, n, k, c, t in load_rows():
+        if m > model.FIRST_FIT_MAX_M and tuning.analogous_config(
+                "fp8_gemm_nt", m, n, k, "NVIDIA H200", 132, model.least(m, n, k, model.NUM_SMS, params)) is None:
+            by[(m, n, k)][_tile(c)] = min(t, by[(m, n, k)].get(_tile(c), math.inf))
+    out = []
+    for (m, n, k), timed in sorted(by.items()):
+        pick = model.least(m, n, k, model.NUM_SMS, params)
+        # as fit_model.picks rates it: the kernel a call runs, else the tile as named
+        if len(timed) > 1 and _tile(settle(pick, m)) not in timed and _tile(pick) not in timed:
+            out.append(api_spec(m, settle(pick, m)))
+    return out
+
+
 def log_uniform(rng, lo, hi, multiple):
     return multiple * max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / multiple))
 
@@ -1194,6 +1222,7 @@ NAMED = {
     "--refit-116": (refit_116_lines, 2),
     "--narrow-cols": (narrow_cols_lines, 2),
     # spec 289: a second held-out draw of the same change (seed 289), three passes
+    "--narrow-cols-untimed": (narrow_cols_untimed_lines, 2),
     "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
                                                               tail_pairs=None), 3),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1207,10 +1236,11 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
-                    "--narrow-cols-held-out")
+                    "--narrow-cols-held-out", "--narrow-cols-untimed")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
-                       "--refit-116", "--narrow-cols", "--narrow-cols-held-out")
+                       "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
+                       "--narrow-cols-untimed")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
