@@ -110,6 +110,13 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
                     tc_straddle_wide=0.902,
+                    # a narrow tile's K block has a fixed cost (spec 287), which the power law above
+                    # missed: every 128x40 timing ran 5-20% over it.  Rated N / (60 + N) instead
+                    # (bench/TUNING.md step 118): on two held-out draws of 16 random shapes where it
+                    # changes the API's choice 0.942x and 0.943x the time (specs 288-289; 9 of 32
+                    # slower, worst 1.169x), behind cuBLAS 3 -> 1; the model's own picks it made
+                    # that no spec had timed were the fastest timed at 25 of 41 (spec 290)
+                    tc_narrow_cols=((64, 60.0), (128, 60.0), (192, 60.0), (256, 60.0)),
                     # 192x96 on single CTAs: its timings there ran 0.75-0.84x the formula's time (a
                     # 0.502 rating); at 0.56 held out, 14 changed picks 0.80-1.01x the time (specs
                     # 267-268).  Its clusters keep the formula: with 0.6-0.64 for every config they
