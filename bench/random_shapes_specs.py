@@ -257,6 +257,7 @@ vocabularies): the model's 8 best, wider tiles and their clusters, cuBLAS; forwa
     python bench/random_shapes_specs.py --vocab-candidates > bench/specs/tune281.txt
 """
 import argparse
+from dataclasses import replace
 import contextlib
 import math
 import os
@@ -1124,6 +1125,31 @@ def narrow_cols_untimed_lines():
     return out
 
 
+NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
+                  (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
+
+
+def num_sms_lines(sms_counts=(108, 66), top=2):
+    """Spec 292 (step 118): calls under `deep_gemm.set_num_sms` (fewer SMs than the device's), where
+    the API's pick is the cost model's at that SM count (no measured config is for it).  At each of
+    `NUM_SMS_SHAPES` and SM count: the API's pick, the config the API runs with every SM (the tuned
+    table's) limited to that many, the model's next `top` candidates there; `,sms=` on each line."""
+    from dgir import tuning
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm_walk import settle
+    out = []
+    for m, n, k in NUM_SMS_SHAPES:
+        full = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config
+        for sms in sms_counts:
+            api = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", sms, device_sms=132).config
+            p = model.params_for(m)
+            ranked = sorted(model.candidate_configs(m, n, k, sms, p), key=lambda c: model.config_seconds(m, n, k, c, p))
+            configs = [api, replace(full, num_sms=sms)] + [settle(c, m) for c in ranked[:top + 1]]
+            lines = [api_spec(m, c) + f",sms={sms}" for c in configs]
+            out += list(dict.fromkeys(lines))
+    return out
+
+
 def log_uniform(rng, lo, hi, multiple):
     return multiple * max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / multiple))
 
@@ -1223,6 +1249,7 @@ NAMED = {
     "--narrow-cols": (narrow_cols_lines, 2),
     # spec 289: a second held-out draw of the same change (seed 289), three passes
     "--narrow-cols-untimed": (narrow_cols_untimed_lines, 2),
+    "--num-sms": (num_sms_lines, 2),
     "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
                                                               tail_pairs=None), 3),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1236,11 +1263,11 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
-                    "--narrow-cols-held-out", "--narrow-cols-untimed")
+                    "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
-                       "--narrow-cols-untimed")
+                       "--narrow-cols-untimed", "--num-sms")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
