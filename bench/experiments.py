@@ -78,7 +78,7 @@ VARIANTS = {
     "floor": lambda: None,             # a one-element torch kernel: what the timer reports for no work
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
-    "divgeneric": lambda: None, "desc32": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
+    "divgeneric": lambda: None, "desc32": lambda: None, "desccompact": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None,
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
@@ -154,6 +154,8 @@ EMITTER_KNOBS = {
                                        emit_urem=lambda b, d, x, c: b(f"rem.u32 {d}, {x}, {c};")),
     # the wgmma descriptors' K steps by a 32-bit add on the low word instead of a 64-bit add
     "desc32": lambda: emitter_knob("dgir.emitters.ptx.mma", DESC_LOW_WORD_STEPS=True),
+    # the wgmma descriptors' low word as the start address >> 4 alone (no mask, LBO 0)
+    "desccompact": lambda: emitter_knob("dgir.emitters.ptx.mma", DESC_COMPACT=True),
     # the 128B-swizzled staging tile written by one st.shared.b32 per register pair, not stmatrix
     "st32": lambda: emitter_knob("dgir.emitters.ptx.epilogue", STAGE_WITH_STMATRIX=False),
     # straddling tiles' promotion: one branch arm per split column for up to 8 / 4 / 16 columns

@@ -76,14 +76,22 @@ DESC_LOW_WORD_STEPS = False
 DESC_HI = 1073741888           # SBO 64, layout 1 (128B swizzle)
 
 
+# A/B knob (bench/experiments.py variant "desccompact"): the low word as the start address >> 4 alone.
+# The 14-bit mask is a no-op (shared addresses stay below 228 KB, so >> 4 fits in 14 bits) and the
+# leading-byte offset is unused by 128B-swizzled K-major operands (DeepGEMM writes 0): two uniform
+# instructions fewer per descriptor, four a K block (bench/TUNING.md step 118)
+DESC_COMPACT = False
+
+
 def _desc(self: Emitter, addr: str) -> tuple[str, str]:
     """64-bit wgmma descriptor (K-major, 128B swizzle, SBO 1024: hopper-ptx.md §4.3) and its low
     word (start address >> 4 in 14 bits, LBO 1)."""
     b = self.b
     lo, d = b.reg(), b.reg("b64")
     b(f"shr.u32 {lo}, {addr}, 4;")
-    b(f"and.b32 {lo}, {lo}, 16383;")
-    b(f"or.b32 {lo}, {lo}, 65536;")
+    if not DESC_COMPACT:
+        b(f"and.b32 {lo}, {lo}, 16383;")
+        b(f"or.b32 {lo}, {lo}, 65536;")
     b(f"mov.b64 {d}, {{{lo}, {DESC_HI}}};       // hi: SBO 64, layout 1 (128B swizzle)")
     return d, lo
 
