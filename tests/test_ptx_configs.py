@@ -2,6 +2,7 @@
 sample over (BLOCK_M, BLOCK_N, stages, K tails), plus the configs the cost model picks for
 DeepGEMM's benchmark shapes.  No spills, no serialised wgmma (C7514), setmaxnreg honoured (C7508)."""
 import random
+import re
 
 import pytest
 
@@ -346,3 +347,20 @@ def test_a_narrow_tiles_fixed_cost_in_the_cost_model():
     assert e[32] < e[64] < 1.0
     assert tc_efficiency(128, 40, cols) < tc_efficiency(128, 40, base)       # the power law flatters narrow tiles
     assert tc_efficiency(64, 40, cols) == tc_efficiency(64, 40, base)        # no entry for 64 rows
+
+
+def test_compact_wgmma_descriptors_drop_only_the_no_op_mask_and_the_unused_offset(monkeypatch):
+    """emitters/ptx/mma.DESC_COMPACT (variant `desccompact`, step 118): the descriptor's low word is
+    the shared address >> 4 alone.  The 14-bit mask it drops is a no-op for every address a kernel
+    can have (the H200's 227 KB of dynamic shared memory plus the 1024-byte alignment pad, >> 4, fits
+    in 14 bits), and the leading-byte offset (1 before, 0 now) is unused by 128B-swizzled K-major
+    operands; every other line of the PTX is unchanged."""
+    from dgir.emitters.ptx import mma
+    assert (227 * 1024 + 1023) >> 4 < 1 << 14
+    cfg = Fp8GemmConfig(n=448, k=9728, block_m=128, block_n=64, stages=8)
+    plain = compile("fp8_gemm_nt", m=1200, n=448, k=9728, config=cfg, assemble=False).ptx
+    monkeypatch.setattr(mma, "DESC_COMPACT", True)
+    compact = compile("fp8_gemm_nt", m=1200, n=448, k=9728, config=cfg).ptx
+    dropped = [line for line in plain.splitlines() if line not in compact.splitlines()]
+    assert dropped and all(re.search(r"(and\.b32 %r\d+, %r\d+, 16383|or\.b32 %r\d+, %r\d+, 65536);", d) for d in dropped)
+    assert len(plain.splitlines()) - len(compact.splitlines()) == len(dropped)
