@@ -9,6 +9,10 @@ one CTA per SM, that runs `--blocks` K blocks back to back and times them with %
   operands  ss: A and B from shared memory (what dgir emits);  rs: A from registers, loaded once;
             rs_lds: A from registers, re-read from shared memory each K block (what an RS kernel pays)
   retire    wait0: each K block's group waits for itself (nothing in flight across blocks);
+            promote_bar / promote_scales / promote_full: promote, plus what dgir's loop adds around it
+            (the full barrier's wait and the empty one's arrival per block, slot and parity from the
+            block counter over an 11-slot ring; the two A-row scales from shared memory and B's from
+            global memory, multiplied; both);
             inflight: two accumulators, block j + 1 issued before block j is waited for (four
             blocks an iteration, drained at its end);
             promote: inflight, plus an FFMA per accumulator element into a third set after each
@@ -31,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from dgir.toolchain import assemble  # noqa: E402
 
 A_SLAB = 64 * 128              # one warpgroup's 64 rows x 128 bytes of K
+RING = 11                      # ring slots the promote_bar / promote_scales forms index (dgir's 64x64: 11)
 B_BASE = 2 * A_SLAB            # B after both A slabs (1024-aligned)
 
 
@@ -43,14 +48,19 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     out[2 * (ctaid * warpgroups + wg)] and a sum of accumulators beside it (keeps the math live)."""
     regs = n // 2                              # FP32 accumulator registers of m64nNk32 per thread
     sets = 1 if retire == "wait0" else 2
+    promoting = retire.startswith("promote")
+    with_bar = retire in ("promote_bar", "promote_full")
+    with_scales = retire in ("promote_scales", "promote_full")
+    bars = B_BASE + n * 128                    # RING full barriers, then RING empty ones
+    scales = bars + 16 * RING                  # RING slots of 64 A-scales per warpgroup
     lines = []
     emit = lines.append
     emit(".version 8.7\n.target sm_90a\n.address_size 64\n")
     emit(".extern .shared .align 1024 .b8 smem[];\n")
     emit(".visible .entry probe(.param .u64 out, .param .u32 blocks)\n{")
-    emit(f"  .reg .f32 %acc<{sets * regs}>;\n  .reg .f32 %pro<{regs if retire == 'promote' else 1}>;")
+    emit(f"  .reg .f32 %acc<{sets * regs}>;\n  .reg .f32 %pro<{regs if promoting else 1}>;")
     emit("  .reg .b32 %a<16>;\n  .reg .b32 %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<4>;")
-    emit("  .reg .f32 %s<4>;")
+    emit("  .reg .f32 %s<8>;\n  .reg .b32 %q<16>;\n  .reg .b64 %rq<4>;")
     emit("  ld.param.u64 %rd0, [out];\n  ld.param.u32 %r0, [blocks];")
     emit("  mov.u32 %r1, %tid.x;\n  shr.u32 %r2, %r1, 7;            // warpgroup")
     emit("  mov.u32 %r3, smem;")
@@ -62,7 +72,16 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     emit("  st.shared.u32 [%r6], %r7;")
     emit(f"  add.u32 %r4, %r4, {128 * warpgroups};")
     emit(f"  setp.lt.u32 %p0, %r4, {(B_BASE + n * 128) // 4};\n  @%p0 bra FILL;")
+    if with_bar:   # every full barrier completes its phase 0 once: waits on parity 0 pass at once
+        emit("  setp.ne.u32 %p3, %r1, 0;\n  @%p3 bra BARS_DONE;")
+        for i in range(RING):
+            emit(f"  add.u32 %q0, %r3, {bars + 8 * i};\n  mbarrier.init.shared::cta.b64 [%q0], 1;")
+            emit(f"  add.u32 %q0, %r3, {bars + 8 * (RING + i)};\n  mbarrier.init.shared::cta.b64 [%q0], {4 * warpgroups};")
+            emit(f"  add.u32 %q0, %r3, {bars + 8 * i};\n  mbarrier.arrive.shared::cta.b64 _, [%q0];")
+        emit("BARS_DONE:")
     emit("  fence.proxy.async.shared::cta;\n  bar.sync 0;")
+    # never 0 at run time, unknown to ptxas: keeps computed parities (always 0 here) computed
+    emit("  shr.u32 %q15, %r0, 31;")
     # descriptors: A slab of this warpgroup, B shared
     emit(f"  mul.lo.u32 %r8, %r2, {A_SLAB};\n  add.u32 %r8, %r8, %r3;")
     emit("  shr.u32 %r9, %r8, 4;\n  and.b32 %r9, %r9, 0x3FFF;\n  or.b32 %r9, %r9, 0x00010000;")
@@ -84,10 +103,15 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
         load_a()
     for i in range(sets * regs):
         emit(f"  mov.f32 %acc{i}, 0f00000000;")
-    if retire == "promote":
+    if promoting:
         for i in range(regs):
             emit(f"  mov.f32 %pro{i}, 0f00000000;")
-    emit("  mov.f32 %s0, 0f3F800000;")
+    emit("  mov.f32 %s0, 0f3F800000;\n  mov.f32 %s2, 0f3F800000;\n  mov.f32 %s3, 0f3F800000;")
+    # this thread's accumulator rows (dgir's layout): r0 = 16 * warp + lane / 4, and r0 + 8
+    emit("  shr.u32 %q1, %r1, 5;\n  and.b32 %q1, %q1, 3;\n  and.b32 %q2, %r1, 31;\n  shr.u32 %q2, %q2, 2;")
+    emit("  mad.lo.u32 %q1, %q1, 16, %q2;\n  shl.b32 %q1, %q1, 2;")
+    emit(f"  mad.lo.u32 %q3, %r2, {4 * 64 * RING}, %r3;\n  add.u32 %q3, %q3, {scales};\n  add.u32 %q3, %q3, %q1;")
+    emit("  and.b32 %q4, %r1, 31;\n  setp.eq.u32 %p3, %q4, 0;            // lane 0: one arrival per warp")
 
     def group(s: int):
         d = "{" + ", ".join(f"%acc{s * regs + i}" for i in range(regs)) + "}"
@@ -97,14 +121,39 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
             # a block's first wgmma starts a fresh partial only where the promotion reads it: with
             # nothing reading the accumulators ptxas drops every group but the last as dead (it
             # kept a 64x8x16 placeholder in their place, and the loop ran "faster than the peak")
-            fresh = j == 0 and retire == "promote"
+            fresh = j == 0 and promoting
             emit(f"  wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {d}, {a}, %rd{2 + 2 * j}, "
                  f"{0 if fresh else 1}, 1, 1;")
         emit("  wgmma.commit_group.sync.aligned;")
 
+    def wait_full(blk: str):
+        """dgir's wait on a ring slot's full barrier: slot and parity from the block counter."""
+        if not with_bar:
+            return
+        emit(f"  rem.u32 %q5, {blk}, {RING};\n  div.u32 %q6, {blk}, {RING};\n  and.b32 %q6, %q6, %q15;")
+        emit(f"  mad.lo.u32 %q7, %q5, 8, %r3;\n  add.u32 %q7, %q7, {bars};")
+        label = f"W{len(lines)}"
+        emit(f"{label}:\n  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%q7], %q6;\n  @!%p2 bra {label};")
+
+    def release(blk: str):
+        if with_bar:
+            emit(f"  rem.u32 %q5, {blk}, {RING};\n  mad.lo.u32 %q8, %q5, 8, %r3;\n  add.u32 %q8, %q8, {bars + 8 * RING};")
+            emit("  @%p3 mbarrier.arrive.shared::cta.b64 _, [%q8];")
+
+    def load_scales(blk: str):
+        """dgir's scale reads for a block: two A rows from the slot's shared scales, B's from global."""
+        if not with_scales:
+            return
+        emit(f"  rem.u32 %q9, {blk}, {RING};\n  mad.lo.u32 %q10, %q9, 256, %q3;")
+        emit("  ld.shared.f32 %s4, [%q10];\n  ld.shared.f32 %s5, [%q10+32];")
+        emit(f"  and.b32 %q11, {blk}, 63;\n  mul.wide.u32 %rq0, %q11, 4;\n  add.s64 %rq1, %rd0, %rq0;")
+        emit("  ld.global.nc.f32 %s6, [%rq1];")
+        emit("  mul.f32 %s2, %s4, %s6;\n  mul.f32 %s3, %s5, %s6;")
+
     def promote(s: int):
         for i in range(regs):
-            emit(f"  fma.rn.f32 %pro{i}, %acc{s * regs + i}, %s0, %pro{i};")
+            scale = ("%s2" if i % 4 < 2 else "%s3") if with_scales else "%s0"
+            emit(f"  fma.rn.f32 %pro{i}, %acc{s * regs + i}, {scale}, %pro{i};")
 
     emit("  bar.sync 0;\n  mov.u64 %rd10, %clock64;\n  mov.u32 %r13, 0;")
     if retire == "wait0":
@@ -118,20 +167,28 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
         # back-edge (as dgir's loop: a group in flight across it makes ptxas serialise, C7514)
         emit("LOOP:")
         for j, s in enumerate((0, 1, 0, 1)):
+            emit(f"  add.u32 %q12, %r13, {j};")
+            wait_full("%q12")
             if operands == "rs_lds":
                 load_a()
             group(s)
             if j:
+                emit(f"  add.u32 %q13, %r13, {j - 1};")
+                load_scales("%q13")
                 emit("  wgmma.wait_group.sync.aligned 1;")
-                if retire == "promote":
+                if promoting:
+                    release("%q13")
                     promote(1 - s)
+        emit("  add.u32 %q13, %r13, 3;")
+        load_scales("%q13")
         emit("  wgmma.wait_group.sync.aligned 0;")
-        if retire == "promote":
+        if promoting:
+            release("%q13")
             promote(1)
         emit("  add.u32 %r13, %r13, 4;\n  setp.lt.u32 %p1, %r13, %r0;\n  @%p1 bra LOOP;")
     emit("  mov.u64 %rd11, %clock64;\n  sub.s64 %rd12, %rd11, %rd10;")
     # a sum over every accumulator (and promoted value) keeps each wgmma's result live
-    total = [f"%acc{i}" for i in range(sets * regs)] + ([f"%pro{i}" for i in range(regs)] if retire == "promote" else [])
+    total = [f"%acc{i}" for i in range(sets * regs)] + ([f"%pro{i}" for i in range(regs)] if promoting else [])
     emit("  mov.f32 %s1, 0f00000000;")
     for t in total:
         emit(f"  add.f32 %s1, %s1, {t};")
@@ -146,6 +203,9 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
 VARIANTS = [(n, ops, ret, wg) for n, ops, ret, wg in itertools.product(
     (32, 64, 128, 256), ("ss", "rs", "rs_lds"), ("wait0", "inflight", "promote"), (1, 2))
     if not (n == 256 and ret != "wait0")]       # two 128-register sets do not fit beside the rest
+# dgir's loop around the same wgmmas: its barrier wait and release per block, its scale reads, both
+VARIANTS += [(n, "ss", ret, wg) for n, ret, wg in itertools.product(
+    (64, 128), ("promote_bar", "promote_scales", "promote_full"), (1, 2))]
 
 
 def name(v) -> str:
@@ -154,7 +214,7 @@ def name(v) -> str:
 
 
 def smem_bytes(n: int) -> int:
-    return B_BASE + n * 128
+    return B_BASE + n * 128 + 16 * RING + 2 * 4 * 64 * RING
 
 
 def run(blocks: int, out_path: str | None) -> None:
