@@ -100,7 +100,7 @@ def main() -> None:
     print(f"{len(rows)} shapes rated, {untimed} where the API's kernel was never timed beside another")
     for src, s in summary.items():
         print(f"  {src:10s} {s['shapes']:4d} shapes, geomean regret x{s['geomean_regret']:.4f}, {s['losses']} losses")
-    for r in doc["rows"]:
+    for r in rows:
         if r["loss"]:
             print(f"  x{r['regret']:.3f} {r['m']}x{r['n']}x{r['k']} ({r['source']}, spec {r['spec']}): "
                   f"{r['api_kernel']} {r['api_us']} us, {r['fastest_kernel']} {r['fastest_us']} us")
