@@ -1150,6 +1150,25 @@ def num_sms_lines(sms_counts=(108, 66), top=2):
     return out
 
 
+def narrow_cols_nearby_lines(seed=293, count=16, m_range=(324, 8192)):
+    """Spec 293 (step 118): at the shipped table's (N, K) between its M rows (M a multiple of 4,
+    log-uniform in `m_range`), where step 118's cost model changes the API's choice: the nearby and
+    analogous rules weigh their entries against the model's pick, and in api_regret their losses grew
+    (nearby 5 -> 8, e.g. 544x512x4096).  `count` shapes: the choice before, after, cuBLAS."""
+    rows, exact = table_rows()
+    rng = random.Random(seed)
+    out = []
+    while len(out) < 3 * count:
+        m = 4 * round(math.exp(rng.uniform(math.log(m_range[0]), math.log(m_range[1]))) / 4)
+        n, k = rows[rng.randrange(len(rows))]
+        if (m, n, k) in exact or f"{m},{n},{k}::cublas" in out:
+            continue
+        old, new = (api_choice(m, n, k, p, above_first_fit, tail_pairs=None) for p in (shipped_refit(), narrow_cols()))
+        if old != new:
+            out += [api_spec(m, old), api_spec(m, new), f"{m},{n},{k}::cublas"]
+    return out
+
+
 def log_uniform(rng, lo, hi, multiple):
     return multiple * max(1, round(math.exp(rng.uniform(math.log(lo), math.log(hi))) / multiple))
 
@@ -1250,6 +1269,7 @@ NAMED = {
     # spec 289: a second held-out draw of the same change (seed 289), three passes
     "--narrow-cols-untimed": (narrow_cols_untimed_lines, 2),
     "--num-sms": (num_sms_lines, 2),
+    "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
     "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
                                                               tail_pairs=None), 3),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
@@ -1263,11 +1283,12 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entry-192x96", "--entry-192x96-held-out", "--rounds-model", "--rounds-model-held-out",
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
-                    "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms")
+                    "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
+                    "--narrow-cols-nearby")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
-                       "--narrow-cols-untimed", "--num-sms")
+                       "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
