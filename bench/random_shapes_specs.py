@@ -257,7 +257,6 @@ vocabularies): the model's 8 best, wider tiles and their clusters, cuBLAS; forwa
     python bench/random_shapes_specs.py --vocab-candidates > bench/specs/tune281.txt
 """
 import argparse
-from dataclasses import replace
 import contextlib
 import math
 import os
@@ -1102,7 +1101,6 @@ def narrow_cols_untimed_lines():
     committed shapes with several timed configs where no analogous shape's config replaces it, the
     rows `test_each_constant_set_is_the_better_chooser_where_it_is_used` reads) is a kernel no spec
     timed there: that kernel, as the API would run it."""
-    import math
     from collections import defaultdict
 
     from fit_model import _tile, load_rows
@@ -1134,6 +1132,8 @@ def num_sms_lines(sms_counts=(108, 66), top=2):
     the API's pick is the cost model's at that SM count (no measured config is for it).  At each of
     `NUM_SMS_SHAPES` and SM count: the API's pick, the config the API runs with every SM (the tuned
     table's) limited to that many, the model's next `top` candidates there; `,sms=` on each line."""
+    from dataclasses import replace
+
     from dgir import tuning
     from dgir.ops import fp8_gemm_model as model
     from dgir.ops.fp8_gemm_walk import settle
@@ -1267,11 +1267,11 @@ NAMED = {
     "--refit-116": (refit_116_lines, 2),
     "--narrow-cols": (narrow_cols_lines, 2),
     # spec 289: a second held-out draw of the same change (seed 289), three passes
+    "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
+                                                              tail_pairs=None), 3),
     "--narrow-cols-untimed": (narrow_cols_untimed_lines, 2),
     "--num-sms": (num_sms_lines, 2),
     "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
-    "--narrow-cols-held-out": (lambda: above_320_change_lines(289, 16, shipped_refit(), narrow_cols(), api_spec,
-                                                              tail_pairs=None), 3),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 

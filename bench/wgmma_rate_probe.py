@@ -1,5 +1,6 @@
 """How many cycles a 64-row slice's K block (four m64nNk32 e4m3 wgmmas, 128 of K) costs on its own,
-with nothing else in the loop: no barriers, no loads, no scales (device call; writes JSON).
+with no loads, and with dgir's barrier and scale work added back one piece at a time (device call;
+writes JSON).
 
 bench/TUNING.md step 118 asks whether the ~180-cycle intercept of the small tiles' no-load K block
 (spec 287: 225 / 268 / 355 cycles at N = 32 / 64 / 128) is the tensor core's own rate with both
@@ -218,9 +219,11 @@ def smem_bytes(n: int) -> int:
 
 
 def run(blocks: int, out_path: str | None) -> None:
-    import subprocess
+    import ctypes
     import datetime
     import statistics
+    import subprocess
+
     import torch
     from runtime import driver
     dev = torch.cuda.get_device_properties(0)
@@ -230,7 +233,6 @@ def run(blocks: int, out_path: str | None) -> None:
         res = assemble(probe_ptx(*v))
         fn = driver.load_module(res.cubin).function("probe")
         out = torch.zeros(dev.multi_processor_count * wg * 2, dtype=torch.int64, device="cuda")
-        import ctypes
         for rep in range(3):   # the first launch warms the clocks; the last is kept
             out.zero_()
             driver.launch(fn, (dev.multi_processor_count, 1, 1), (128 * wg, 1, 1), smem_bytes(n),

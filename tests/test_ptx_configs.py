@@ -318,12 +318,11 @@ def test_the_wgmma_rate_probe_times_every_wgmma_it_issues():
     or serialisation, and ptxas keeps every K block's four e4m3 wgmmas.  Its first version let the
     accumulators of all but the last group die; ptxas then replaced those groups with a 64x8x16
     HGMMA placeholder and the probe reported rates above the tensor cores' peak."""
-    import re
     from dgir import toolchain
     from dgir_testlib import bench_module
     probe = bench_module("wgmma_rate_probe")
     for v in probe.VARIANTS:
-        if v[0] not in (32, 128) or v[3] != 2 and v[1] == "rs":
+        if v[0] not in (32, 128) or (v[1] == "rs" and v[3] != 2):
             continue
         res = toolchain.assemble(probe.probe_ptx(*v))
         assert res.resources.spill_stores == 0 and not res.warnings, (v, res.warnings)
