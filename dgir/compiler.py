@@ -32,6 +32,7 @@ class CompileResult:
     ascendc            AscendC C++ source (Ascend targets; written as kernel.cpp in the dump)
     resources          ptxas -v report: registers, spills, shared memory, ...
     warnings           ptxas warnings (e.g. serialised wgmma) - treated as emitter bugs in tests
+    loop_mix           the K loop's SASS instruction mix (dgir.loop_mix.LoopMix), where sass is listed
     timings            seconds per stage (lowering, each pass, emit, ptxas, nvdisasm)
     dump_dir           the directory written when dump_dir was given
     cache_key          hash of IR text, pipeline identity and toolchain: the kernel cache key
@@ -54,6 +55,7 @@ class CompileResult:
     cache_key: str = ""
     pipeline_id: str = ""
     ascendc: str = ""
+    loop_mix: object = None
 
     def stage(self, name: str) -> Node:
         """IR after the named pass (or stem like '03_interleave_ffma')."""
@@ -91,6 +93,8 @@ class CompileResult:
                          f"{r.spill_loads} B spill loads, {self.ir.get('smem_bytes')} B dynamic smem")
         for w in self.warnings:
             lines.append(f"warning  {w}")
+        if self.loop_mix is not None:
+            lines.append(f"k-loop   {self.loop_mix.describe()}")
         t = self.timings
         lines.append("time     " + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in t.items()))
         if self.dump_dir:
@@ -217,6 +221,9 @@ def compile(op: str, *, target: str = "sm90a", dump_dir: str | os.PathLike | Non
             except toolchain.ToolchainError as e:
                 res.sass = f"// nvdisasm unavailable: {e}\n"
             timings["nvdisasm"] = time.perf_counter() - t0
+            if final.get("op") == "fp8_gemm_nt":     # its K blocks: dgir.loop_mix.wgmmas_per_k_block
+                from .loop_mix import k_loop_mix
+                res.loop_mix = k_loop_mix(res.sass, final)
     res.cache_key = hashlib.sha256("\n".join([print_ir(final), res.pipeline_id]).encode()).hexdigest()
     timings["total"] = time.perf_counter() - t_start
     if dump_dir is not None:
@@ -291,7 +298,10 @@ def write_dumps(res: CompileResult, root: Path, name: str) -> Path:
         (tmp / "resources.txt").write_text(
             f"registers {r.registers}\nspill_stores {r.spill_stores}\nspill_loads {r.spill_loads}\n"
             f"stack_bytes {r.stack_bytes}\nsmem_static {r.smem_static}\nsmem_dynamic {res.ir.get('smem_bytes')}\n"
-            + "".join(f"warning {w}\n" for w in res.warnings))
+            + "".join(f"warning {w}\n" for w in res.warnings)
+            + (f"k_loop_instructions_per_k_block {res.loop_mix.per_k_block():g}\n"
+               + "".join(f"k_loop_{group} {v:g}\n" for group, v in res.loop_mix.groups().items())
+               if res.loop_mix is not None else ""))
     final = root / name
     if final.exists():
         shutil.rmtree(final)

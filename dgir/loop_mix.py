@@ -1,0 +1,122 @@
+"""The K loop's SASS instruction mix: what one K block costs a math warp, instruction by instruction.
+
+A scheduling or emitter change shows in the SASS of the K loop before it shows in a timing, and the
+count per K block is what step 118's probe compared (bench/TUNING.md: dgir's 64x64 loop issued ~94
+instructions a K block where the bare wgmmas with their promotion need ~40).  This reads it from the
+nvdisasm listing of a compiled kernel:
+
+* the K loop is the innermost loop that issues wgmma: of the conditional backward branches whose
+  body holds a wgmma (QGMMA / HGMMA), the one with the shortest body.  (A barrier wait's retry stub
+  branches back unconditionally, and its own spin loop holds no wgmma.)
+* one pass through the body covers `wgmmas in it / wgmmas a K block` K blocks, the latter from the
+  kernel IR: BLOCK_K / 32 (e4m3) per 64-row wave, waves = BLOCK_M / 64 / math warpgroups.
+
+`dgir compile --dump-dir` prints the result on its `k-loop` line and writes it to resources.txt.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+_SECTION = re.compile(r"^\s*\.section\s+([^,\s]+)")
+_LABEL = re.compile(r"^\s*(\.L_x_\d+):\s*$")
+_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;")
+_BRANCH = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\S+)?\s+`\((\.L_x_\d+)\)")
+WGMMA = ("QGMMA", "HGMMA")
+# how the line groups opcodes: the tensor-core work, the promotion, and what surrounds them
+GROUPS = (("wgmma", lambda op: op in WGMMA), ("FFMA", lambda op: op == "FFMA"),
+          ("R2UR", lambda op: op == "R2UR"), ("uniform", lambda op: op.startswith("U")),
+          ("sync", lambda op: op in ("SYNCS", "WARPGROUP", "BAR", "WARPSYNC")),
+          ("memory", lambda op: op.startswith(("LD", "ST"))),
+          ("other", lambda op: True))
+
+
+@dataclass(frozen=True)
+class LoopMix:
+    """One pass through the K loop's body."""
+    start: int              # byte offsets of its first instruction and of the back-edge branch
+    end: int
+    k_blocks: int           # K blocks the pass covers
+    opcodes: tuple          # ((base opcode, count), ...), most frequent first
+    inner_branches: int = 0  # conditional branches to a point inside the body: a static count takes
+                             # every arm (e.g. a straddling tile's promotion), executed or not
+
+    @property
+    def instructions(self) -> int:
+        return sum(n for _, n in self.opcodes)
+
+    def per_k_block(self, opcode: str | None = None) -> float:
+        n = self.instructions if opcode is None else dict(self.opcodes).get(opcode, 0)
+        return n / self.k_blocks
+
+    def groups(self) -> dict:
+        """Instructions a K block by GROUPS (each opcode in the first group that takes it)."""
+        out = {name: 0 for name, _ in GROUPS}
+        for op, n in self.opcodes:
+            out[next(name for name, takes in GROUPS if takes(op))] += n
+        return {name: n / self.k_blocks for name, n in out.items()}
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{name} {v:g}" for name, v in self.groups().items() if v)
+        arms = f", {self.inner_branches} branches inside (every arm counted)" if self.inner_branches else ""
+        return (f"{self.per_k_block():g} SASS instructions a K block per math warp ({parts}); "
+                f"{self.instructions} over {self.k_blocks} K block{'s' if self.k_blocks > 1 else ''} "
+                f"at {self.start:#06x}-{self.end:#06x}{arms}")
+
+
+def wgmmas_per_k_block(kernel) -> int:
+    """wgmma instructions a math warp issues per K block of `kernel` (an fp8_gemm_nt IR)."""
+    math_wgs = kernel.get("threads") // 128 - 1
+    waves = max(1, kernel.get("block_m") // 64 // math_wgs)
+    return kernel.get("block_k") // 32 * waves
+
+
+def instructions(sass: str, kernel_name: str) -> list:
+    """[(offset, text, labels just before it)] of `.text.<kernel_name>` in an nvdisasm listing."""
+    out, labels, inside = [], [], False
+    for line in sass.splitlines():
+        m = _SECTION.match(line)
+        if m:
+            inside, labels = m.group(1) == f".text.{kernel_name}", []
+            continue
+        if not inside:
+            continue
+        m = _LABEL.match(line)
+        if m:
+            labels.append(m.group(1))
+            continue
+        m = _INSN.match(line)
+        if m:
+            out.append((int(m.group(1), 16), m.group(2).strip(), tuple(labels)))
+            labels = []
+    return out
+
+
+def _opcode(text: str) -> str:
+    return next(t for t in text.split() if not t.startswith("@")).split(".")[0]
+
+
+def k_loop_mix(sass: str, kernel) -> LoopMix | None:
+    """The K loop's mix in `sass` (nvdisasm output) of `kernel` (its final IR); None where no loop
+    issues wgmma or its wgmmas are not whole K blocks."""
+    code = instructions(sass, kernel.name)
+    at = {label: i for i, (_, _, labels) in enumerate(code) for label in labels}
+    best = None
+    for i, (_, text, _) in enumerate(code):
+        m = _BRANCH.match(text)
+        if not (m and m.group(1) and m.group(3) in at and at[m.group(3)] <= i):
+            continue              # not a conditional backward branch
+        body = code[at[m.group(3)]:i + 1]
+        if any(_opcode(t) in WGMMA for _, t, _ in body) and (best is None or len(body) < len(best)):
+            best = body
+    if best is None:
+        return None
+    inside = {label for _, _, labels in best[1:] for label in labels}
+    inner = sum(1 for _, t, _ in best[:-1] if (m := _BRANCH.match(t)) and m.group(1) and m.group(3) in inside)
+    counts = Counter(_opcode(t) for _, t, _ in best)
+    wgmma = sum(counts[op] for op in WGMMA)
+    per_kb = wgmmas_per_k_block(kernel)
+    if wgmma % per_kb:
+        return None
+    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner)
