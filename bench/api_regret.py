@@ -1,6 +1,12 @@
 """Where the API's kernel lost to another kernel timed beside it: every committed head-to-head.
 
     python bench/api_regret.py          # writes bench/results/api_regret.json and prints the losses
+    python bench/api_regret.py --try dgir.tuning.NEARBY_OUTGROWN_NARROW=1.1   # a chooser setting, in sample
+
+With `--try MODULE.NAME=VALUE` (repeatable; VALUE a Python literal) nothing is written: the same
+head-to-heads rate the API with those settings beside the shipped ones, and the shapes whose kernel
+changes are listed with their timings (None where the new kernel was never timed beside another).
+An in-sample check of a candidate rule before a held-out draw times it.
 
 For every shape of the config sweeps (bench/results/raw/tune{110..}_exp.json, as bench/fit_model.py
 reads them: correct rows of the default variant, opt-in kernels left out), the kernel the API runs
@@ -68,28 +74,73 @@ def head_to_head(api: str, runs: list) -> tuple | None:
     return None
 
 
-def main() -> None:
-    rows, untimed = [], 0
-    for (m, n, k), runs in sorted(timed_kernels().items()):
-        if len({name for _, kernels in runs for name in kernels}) < 2:
+def rate(shapes: dict) -> tuple[list, int, dict]:
+    """(a row per shape whose API kernel was timed beside another, how many were not, every shape's
+    API kernel) under the chooser's current settings."""
+    rows, untimed, kernels = [], 0, {}
+    for (m, n, k), runs in sorted(shapes.items()):
+        if len({name for _, kernels_run in runs for name in kernels_run}) < 2:
             continue
         choice = tuning.choose("fp8_gemm_nt", m, n, k, DEVICE, NUM_SMS)
-        api = choice.config.kernel_name()
+        api = kernels[(m, n, k)] = choice.config.kernel_name()
         duel = head_to_head(api, runs)
         if duel is None:
             untimed += 1
             continue
         spec, t_api, best, t_best = duel
-        rows.append({"m": m, "n": n, "k": k, "source": choice.source, "api_kernel": api, "api_us": round(t_api * 1e6, 2),
-                     "fastest_kernel": best, "fastest_us": round(t_best * 1e6, 2),
-                     "regret": round(t_api / t_best, 4), "spec": spec})
-    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    by_source = defaultdict(list)
-    for r in rows:
+        r = {"m": m, "n": n, "k": k, "source": choice.source, "api_kernel": api, "api_us": round(t_api * 1e6, 2),
+             "fastest_kernel": best, "fastest_us": round(t_best * 1e6, 2), "regret": round(t_api / t_best, 4), "spec": spec}
         r["loss"] = r["regret"] > LOSS and r["api_us"] - r["fastest_us"] > MODE_GAP_US
-        by_source[r["source"]].append(r)
-    summary = {src: {"shapes": len(v), "geomean_regret": round(math.exp(statistics.mean(math.log(r["regret"]) for r in v)), 4),
-                     "losses": sum(r["loss"] for r in v)} for src, v in sorted(by_source.items())}
+        rows.append(r)
+    return rows, untimed, kernels
+
+
+def by_source(rows: list) -> dict:
+    groups = defaultdict(list)
+    for r in rows:
+        groups[r["source"]].append(r)
+    return {src: {"shapes": len(v), "geomean_regret": round(math.exp(statistics.mean(math.log(r["regret"]) for r in v)), 4),
+                  "losses": sum(r["loss"] for r in v)} for src, v in sorted(groups.items())}
+
+
+def try_settings(settings: list[str]) -> None:
+    """Print the API's regret with `settings` (MODULE.NAME=VALUE) beside the shipped one, and the
+    shapes whose kernel they change."""
+    import ast
+    import importlib
+    from unittest import mock
+    patches = []
+    for item in settings:
+        target, _, value = item.partition("=")
+        module, _, name = target.rpartition(".")
+        if not module or not value or not hasattr(importlib.import_module(module), name):
+            raise SystemExit(f"--try {item!r}: expected MODULE.NAME=VALUE naming an existing setting")
+        patches.append(mock.patch.object(importlib.import_module(module), name, ast.literal_eval(value)))
+    shapes = timed_kernels()
+    before = rate(shapes)
+    for p in patches:
+        p.start()
+    try:
+        after = rate(shapes)
+    finally:
+        for p in reversed(patches):
+            p.stop()
+    for label, (rows, untimed, _) in (("shipped", before), (" ".join(settings), after)):
+        g = math.exp(statistics.mean(math.log(r["regret"]) for r in rows))
+        print(f"{label}: {len(rows)} shapes rated, {untimed} untimed, geomean regret x{g:.4f}, "
+              f"{sum(r['loss'] for r in rows)} losses")
+    rated = [{(r["m"], r["n"], r["k"]): r for r in rows} for rows, _, _ in (before, after)]
+    for shape, kernel in sorted(after[2].items()):
+        if kernel != before[2][shape]:
+            was, now = rated[0].get(shape), rated[1].get(shape)
+            print(f"  {shape[0]}x{shape[1]}x{shape[2]}: {before[2][shape]} {was and was['api_us']} us -> "
+                  f"{kernel} {now and now['api_us']} us (fastest timed {(now or was or {}).get('fastest_us')} us)")
+
+
+def main() -> None:
+    rows, untimed, _ = rate(timed_kernels())
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    summary = by_source(rows)
     doc = {"git_rev": rev, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
            "method": __doc__.strip().splitlines()[0] + f" Losses: regret > {LOSS} and > {MODE_GAP_US} us slower.",
            "shapes_rated": len(rows), "shapes_api_kernel_untimed": untimed, "by_source": summary,
@@ -108,4 +159,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if "--try" in sys.argv[1:]:
+        args = sys.argv[1:]
+        try_settings([args[i + 1] for i, a in enumerate(args[:-1]) if a == "--try"])
+    else:
+        main()

@@ -919,6 +919,21 @@ def test_the_api_regret_of_a_shape_comes_from_the_newest_head_to_head():
                for r in doc["rows"])
 
 
+def test_api_regret_tries_a_chooser_setting_in_sample(capsys):
+    """bench/api_regret.py --try MODULE.NAME=VALUE rates the API with a setting changed beside the
+    shipped one and lists the shapes whose kernel it changes; the shipped value changes none, and a
+    name that is no setting is refused before anything is rated."""
+    from dgir import tuning
+    from dgir_testlib import bench_module
+    regret = bench_module("api_regret")
+    regret.try_settings([f"dgir.tuning.NEARBY_OUTGROWN_NARROW={tuning.NEARBY_OUTGROWN_NARROW!r}"])
+    shipped, tried, *changed = capsys.readouterr().out.splitlines()
+    assert shipped.startswith("shipped: ") and tried.split(": ", 1)[1] == shipped.split(": ", 1)[1] and not changed
+    assert tuning.NEARBY_OUTGROWN_NARROW == 1.2           # restored
+    with pytest.raises(SystemExit, match="existing setting"):
+        regret.try_settings(["dgir.tuning.NO_SUCH_SETTING=1"])
+
+
 def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
     """bench/chooser_ab.py judges two constant sets on a spec's timings; on spec 275's committed file
     it gives step 110's figures for the partial-round gain (16 shapes, 0.981x, 3 slower, behind
