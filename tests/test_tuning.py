@@ -934,6 +934,24 @@ def test_api_regret_tries_a_chooser_setting_in_sample(capsys):
         regret.try_settings(["dgir.tuning.NO_SUCH_SETTING=1"])
 
 
+def test_variant_ab_reads_step_78s_hoist_and_step_31s_uniform_index():
+    """bench/variant_ab.py: per (shape, config), B's median over A's and a verdict beyond the timer's
+    modes.  Spec 141 gives step 78's hoist figures (4096x7168x16384 0.992, 8 pairs, geomean 0.991,
+    none slower); spec 49 the uniform warpgroup index on the 64-row tiles, ties (step 119)."""
+    from dgir_testlib import bench_module
+    ab = bench_module("variant_ab")
+    raw = ROOT / "bench" / "results" / "raw"
+    hoist = ab.pairs(json.loads((raw / "tune141_exp.json").read_text()), "default", "hoist")
+    assert len(hoist) == 8 and not any(r["verdict"] == "slower" for r in hoist)
+    assert next(r for r in hoist if r["shape"] == "4096,7168,16384")["ratio"] == 0.9922
+    assert "geomean x0.9909 over 8 pairs, 1 faster, 7 ties, 0 slower" in ab.summary(hoist, "default", "hoist")
+    uni = [r for r in ab.pairs(json.loads((raw / "tune49_exp.json").read_text()), "default", "wguni")
+           if "bm=64," in r["config"]]
+    assert len(uni) == 13 and all(r["verdict"] == "tie" and 0.96 < r["ratio"] < 1.03 for r in uni)
+    with pytest.raises(ValueError, match="a wrong result"):
+        ab.pairs({"rows": [{"spec": "1,8,16::x", "variant": "x", "ms": 1.0, "diff": 0.5}]}, "default", "x")
+
+
 def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
     """bench/chooser_ab.py judges two constant sets on a spec's timings; on spec 275's committed file
     it gives step 110's figures for the partial-round gain (16 shapes, 0.981x, 3 slower, behind
