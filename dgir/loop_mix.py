@@ -41,6 +41,8 @@ class LoopMix:
     opcodes: tuple          # ((base opcode, count), ...), most frequent first
     inner_branches: int = 0  # conditional branches to a point inside the body: a static count takes
                              # every arm (e.g. a straddling tile's promotion), executed or not
+    tile_loop: bool = False  # the IR's K loop runs one pass a tile (short K, unrolled): the loop found
+                             # is the tile loop, and its count holds the epilogue and the tile switch
 
     @property
     def instructions(self) -> int:
@@ -60,6 +62,8 @@ class LoopMix:
     def describe(self) -> str:
         parts = ", ".join(f"{name} {v:g}" for name, v in self.groups().items() if v)
         arms = f", {self.inner_branches} branches inside (every arm counted)" if self.inner_branches else ""
+        if self.tile_loop:
+            arms += "; the tile loop (the K loop is one pass: epilogue included)"
         return (f"{self.per_k_block():g} SASS instructions a K block per math warp ({parts}); "
                 f"{self.instructions} over {self.k_blocks} K block{'s' if self.k_blocks > 1 else ''} "
                 f"at {self.start:#06x}-{self.end:#06x}{arms}")
@@ -70,6 +74,16 @@ def wgmmas_per_k_block(kernel) -> int:
     math_wgs = kernel.get("threads") // 128 - 1
     waves = max(1, kernel.get("block_m") // 64 // math_wgs)
     return kernel.get("block_k") // 32 * waves
+
+
+def k_loop_is_one_pass(kernel) -> bool:
+    """Whether every K loop of `kernel` (a for whose own body issues wgmma and that holds no such
+    for) has constant bounds and one iteration, so that no SASS loop of its own runs the K blocks."""
+    from .ir import Op
+    fors = [n for n in kernel.walk() if n.op is Op.FOR and any(c.op is Op.WGMMA for c in n.body)]
+    inner = [f for f in fors if not any(g is not f and any(x is g for x in f.walk()) for g in fors)]
+    return bool(inner) and all(all(isinstance(a, int) for a in f.args) and f.args[0] + f.args[2] >= f.args[1]
+                               for f in inner)
 
 
 def instructions(sass: str, kernel_name: str) -> list:
@@ -119,4 +133,5 @@ def k_loop_mix(sass: str, kernel) -> LoopMix | None:
     per_kb = wgmmas_per_k_block(kernel)
     if wgmma % per_kb:
         return None
-    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner)
+    one_pass = hasattr(kernel, "walk") and k_loop_is_one_pass(kernel)
+    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner, one_pass)

@@ -96,6 +96,10 @@ def test_the_k_loop_mix_of_compiled_kernels():
     assert uniform.per_k_block() < 0.9 * mix.per_k_block()
     big = _mix(4096, 7168, 16384, Fp8GemmConfig(n=7168, k=16384, block_m=256, block_n=128, stages=3, cluster=2))
     assert big.per_k_block("QGMMA") == 8 and big.per_k_block("FFMA") == 128
+    assert not mix.tile_loop and not big.tile_loop
+    # K = 512: the K loop is one pass of four K blocks, unrolled; the loop found is the tile loop
+    short = _mix(64, 32768, 512, Fp8GemmConfig(n=32768, k=512, block_m=64, block_n=64, stages=6, ctas_per_sm=2))
+    assert short.tile_loop and short.k_blocks == 4 and "epilogue included" in short.describe()
 
 
 def test_the_dump_reports_the_k_loop(tmp_path):
