@@ -61,12 +61,12 @@ class LoopMix:
 
     def describe(self) -> str:
         parts = ", ".join(f"{name} {v:g}" for name, v in self.groups().items() if v)
-        arms = f", {self.inner_branches} branches inside (every arm counted)" if self.inner_branches else ""
+        caveats = f", {self.inner_branches} branches inside (every arm counted)" if self.inner_branches else ""
         if self.tile_loop:
-            arms += "; the tile loop (the K loop is one pass: epilogue included)"
+            caveats += "; the tile loop (the K loop is one pass: epilogue included)"
         return (f"{self.per_k_block():g} SASS instructions a K block per math warp ({parts}); "
                 f"{self.instructions} over {self.k_blocks} K block{'s' if self.k_blocks > 1 else ''} "
-                f"at {self.start:#06x}-{self.end:#06x}{arms}")
+                f"at {self.start:#06x}-{self.end:#06x}{caveats}")
 
 
 def wgmmas_per_k_block(kernel) -> int:
@@ -133,5 +133,5 @@ def k_loop_mix(sass: str, kernel) -> LoopMix | None:
     per_kb = wgmmas_per_k_block(kernel)
     if wgmma % per_kb:
         return None
-    one_pass = hasattr(kernel, "walk") and k_loop_is_one_pass(kernel)
-    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner, one_pass)
+    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner,
+                   k_loop_is_one_pass(kernel))
