@@ -952,6 +952,22 @@ def test_variant_ab_reads_step_78s_hoist_and_step_31s_uniform_index():
         ab.pairs({"rows": [{"spec": "1,8,16::x", "variant": "x", "ms": 1.0, "diff": 0.5}]}, "default", "x")
 
 
+def test_ablation_trend_reads_step_119s_b_scale_staging():
+    """bench/ablation_trend.py: each ablation of a full run against the median of the others timed
+    beside it, over runs.  The nine runs from e669da0 to d75a215 give step 119's figures: without
+    the B-scale staging 4096x7168x16384 ran faster in 9 of 9 (1.013), 4096x32768x512 slower in all."""
+    import math
+    from dgir_testlib import bench_module
+    trend = bench_module("ablation_trend")
+    docs = [d for d in trend.runs(since="2026-12-01T02:30") if d["date"] <= "2026-12-05T01:49"]
+    assert len(docs) == 9
+    rated = trend.ratios(docs)
+    long_k, short_k = rated[((4096, 7168, 16384), "no_stage_b_scales")], rated[((4096, 32768, 512), "no_stage_b_scales")]
+    assert sum(x > 1 for x in long_k) == 9 and round(math.exp(sum(map(math.log, long_k)) / 9), 3) == 1.013
+    assert sum(x > 1 for x in short_k) == 0
+    assert ((4096, 7168, 16384), "ceiling_no_promotion") not in rated and "| no_multicast |" in trend.table(docs)
+
+
 def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
     """bench/chooser_ab.py judges two constant sets on a spec's timings; on spec 275's committed file
     it gives step 110's figures for the partial-round gain (16 shapes, 0.981x, 3 slower, behind
