@@ -27,11 +27,14 @@ class StageBScales(Pass):
     ring = "sfb_ring"
     MIN_TILE = 128 * 128
 
-    def __init__(self, async_copy: bool = False, min_tile: int = MIN_TILE):
+    def __init__(self, async_copy: bool = False, min_tile: int = MIN_TILE, max_k: int | None = None):
         # async_copy: the producer issues cp.async and the slot's full barrier tracks them
         # (cp.async.mbarrier.arrive), so it never waits for the loads; not yet measured on the
-        # H200, hence not the default (bench/experiments.py variant "sfb_async")
-        self.async_copy, self.min_tile = async_copy, min_tile
+        # H200, hence not the default (bench/experiments.py variant "sfb_async").
+        # max_k: stage only up to this K (None: any K).  The full runs' ablations read back in
+        # bench/TUNING.md step 119 put the staging at ~1% slower than the math loop's own loads at
+        # K = 16384 and 2-2.5% faster at K <= 2048 for 256x128 tiles; spec 295 finds the bound
+        self.async_copy, self.min_tile, self.max_k = async_copy, min_tile, max_k
 
     def run(self, kernel: Node) -> Node:
         if any(n.name == self.ring for n in kernel.body) or kernel.get("b_scales"):
@@ -39,6 +42,9 @@ class StageBScales(Pass):
         tile = (kernel.get("block_m") or 0) * (kernel.get("block_n") or 0)
         if tile < self.min_tile:
             return kernel.with_attrs(b_scales=f"in the math loop (tile {tile} < {self.min_tile})")
+        k = kernel.get("k") or 0
+        if self.max_k is not None and k > self.max_k:
+            return kernel.with_attrs(b_scales=f"in the math loop (K {k} > {self.max_k})")
         how = " (cp.async)" if self.async_copy else ""
         return self.stage(kernel).with_attrs(b_scales=f"staged by the load role{how}")
 

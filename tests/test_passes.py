@@ -433,6 +433,19 @@ def test_stage_b_scales_moves_the_loads_to_the_load_role(cfg):
     assert stage_b_scales.PASS.run(k) == k                    # idempotent
 
 
+def test_stage_b_scales_up_to_a_k_bound():
+    """StageBScales(max_k=...): above that K the math loop keeps its B-scale loads and the kernel
+    says why; at or below it the scales are staged as before.  The default has no bound."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+    from dgir.passes.stage_b_scales import PASS, StageBScales
+    long_k, short_k = (lower(Fp8GemmConfig(n=1024, k=k, block_m=256, block_n=128, stages=3)) for k in (16384, 2048))
+    bounded = StageBScales(max_k=8192)
+    k = bounded.run(long_k)
+    assert k.find(Op.LOAD_SCALE) and not k.find(Op.STAGE_SCALE) and k.get("b_scales") == "in the math loop (K 16384 > 8192)"
+    assert bounded.run(short_k).get("b_scales") == "staged by the load role"
+    assert PASS.run(long_k).get("b_scales") == "staged by the load role" and PASS.max_k is None
+
+
 def test_short_k_loops_with_several_math_warpgroups_are_not_interleaved():
     """interleave_ffma leaves k-loops of fewer than min_k_blocks K blocks alone when other math
     warpgroups cover a promotion (overlap_epilogue then applies); one math warpgroup always gets it."""
