@@ -20,8 +20,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-LOSS = 1.03          # as bench/api_regret.py: repetitions of one kernel spread by 1-4% ...
-MODE_GAP_US = 0.7    # ... and the flushing timer's modes lie ~0.7 us apart
+from api_regret import LOSS, MODE_GAP_US     # the same rule: a repetition's spread, the timer's modes
 
 
 def pairs(doc: dict, a: str, b: str) -> list[dict]:
@@ -60,26 +59,22 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def _mix(row: dict, variant: str) -> float | None:
-    """SASS instructions a K block of the row's kernel (by its name) under `variant`, compiled here:
-    a pass variant's pipeline or an emitter knob of bench/experiments.py; None for the others."""
+    """SASS instructions a K block of the row's kernel (by its name) under `variant`, compiled here
+    as bench/experiments.py builds it (its pass list inside its emitter knob; a `+sass` patch leaves
+    the count); None for a row without a kernel of ours (cuBLAS, the references)."""
     import contextlib
-    import sys
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from experiments import EMITTER_KNOBS, VARIANTS
     from fit_model import config_of
     from dgir import compile as dgir_compile
     from dgir.loop_mix import k_loop_mix
     from dgir.toolchain import disassemble
-    m, n, k = map(int, row["shape"].split(","))
+    base = variant.split("+")[0]
     cfg = config_of(row["kernel"] or "")
-    if cfg is None or variant not in VARIANTS:
+    if cfg is None or base not in VARIANTS:
         return None
-    knob = EMITTER_KNOBS.get(variant, contextlib.nullcontext)
-    passes = VARIANTS[variant]() if variant not in EMITTER_KNOBS else None
-    if passes is None and variant not in EMITTER_KNOBS and variant != "default":
-        return None                     # a baseline or a config alias: no kernel of its own here
-    with knob():
-        res = dgir_compile("fp8_gemm_nt", m=m, n=n, k=k, config=cfg, passes=passes)
+    m, n, k = map(int, row["shape"].split(","))
+    with EMITTER_KNOBS.get(base, contextlib.nullcontext)():
+        res = dgir_compile("fp8_gemm_nt", m=m, n=n, k=k, config=cfg, passes=VARIANTS[base]())
     mix = k_loop_mix(disassemble(res.cubin), res.ir)
     return None if mix is None else mix.per_k_block()
 

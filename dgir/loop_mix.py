@@ -19,9 +19,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-_SECTION = re.compile(r"^\s*\.section\s+([^,\s]+)")
-_LABEL = re.compile(r"^\s*(\.L_x_\d+):\s*$")
-_INSN = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;")
 _BRANCH = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\S+)?\s+`\((\.L_x_\d+)\)")
 WGMMA = ("QGMMA", "HGMMA")
 # how the line groups opcodes: the tensor-core work, the promotion, and what surrounds them
@@ -86,52 +83,33 @@ def k_loop_is_one_pass(kernel) -> bool:
                                for f in inner)
 
 
-def instructions(sass: str, kernel_name: str) -> list:
-    """[(offset, text, labels just before it)] of `.text.<kernel_name>` in an nvdisasm listing."""
-    out, labels, inside = [], [], False
-    for line in sass.splitlines():
-        m = _SECTION.match(line)
-        if m:
-            inside, labels = m.group(1) == f".text.{kernel_name}", []
-            continue
-        if not inside:
-            continue
-        m = _LABEL.match(line)
-        if m:
-            labels.append(m.group(1))
-            continue
-        m = _INSN.match(line)
-        if m:
-            out.append((int(m.group(1), 16), m.group(2).strip(), tuple(labels)))
-            labels = []
-    return out
-
-
-def _opcode(text: str) -> str:
-    return next(t for t in text.split() if not t.startswith("@")).split(".")[0]
+def _opcode(ins) -> str:
+    return ins.opcode.split(".")[0]
 
 
 def k_loop_mix(sass: str, kernel) -> LoopMix | None:
-    """The K loop's mix in `sass` (nvdisasm output) of `kernel` (its final IR); None where no loop
+    """The K loop's mix in `sass` (`nvdisasm -c -hex` output, read by runtime/sass.parse_sass) of
+    `kernel` (its final IR); None where no loop
     issues wgmma or its wgmmas are not whole K blocks."""
-    code = instructions(sass, kernel.name)
-    at = {label: i for i, (_, _, labels) in enumerate(code) for label in labels}
+    from .runtime.sass import parse_sass
+    code = parse_sass(sass, kernel.name)
+    at = {label: i for i, ins in enumerate(code) for label in ins.labels}
     best = None
-    for i, (_, text, _) in enumerate(code):
-        m = _BRANCH.match(text)
+    for i, ins in enumerate(code):
+        m = _BRANCH.match(ins.text)
         if not (m and m.group(1) and m.group(3) in at and at[m.group(3)] <= i):
             continue              # not a conditional backward branch
         body = code[at[m.group(3)]:i + 1]
-        if any(_opcode(t) in WGMMA for _, t, _ in body) and (best is None or len(body) < len(best)):
+        if any(_opcode(x) in WGMMA for x in body) and (best is None or len(body) < len(best)):
             best = body
     if best is None:
         return None
-    inside = {label for _, _, labels in best[1:] for label in labels}
-    inner = sum(1 for _, t, _ in best[:-1] if (m := _BRANCH.match(t)) and m.group(1) and m.group(3) in inside)
-    counts = Counter(_opcode(t) for _, t, _ in best)
+    inside = {label for ins in best[1:] for label in ins.labels}
+    inner = sum(1 for ins in best[:-1] if (m := _BRANCH.match(ins.text)) and m.group(1) and m.group(3) in inside)
+    counts = Counter(_opcode(ins) for ins in best)
     wgmma = sum(counts[op] for op in WGMMA)
     per_kb = wgmmas_per_k_block(kernel)
     if wgmma % per_kb:
         return None
-    return LoopMix(best[0][0], best[-1][0], wgmma // per_kb, tuple(counts.most_common()), inner,
+    return LoopMix(best[0].offset, best[-1].offset, wgmma // per_kb, tuple(counts.most_common()), inner,
                    k_loop_is_one_pass(kernel))

@@ -111,6 +111,7 @@ class SassInstr:
     lo: int                 # low 64-bit word
     hi: int                 # high 64-bit word (control bits, reuse flags)
     label_before: bool = False   # a label (branch target) precedes this instruction
+    labels: tuple = ()           # the names of those labels (e.g. ".L_x_9"), for branch targets
 
     @property
     def opcode(self) -> str:
@@ -137,19 +138,19 @@ _SECTION_RE = re.compile(r"^\s*\.section\s+([^,\s]+)")
 _INSN_RE = re.compile(
     r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")
 _HI_RE = re.compile(r"^\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")
-_LABEL_RE = re.compile(r"^\s*\.?[A-Za-z_.$][\w.$]*:\s*$")
+_LABEL_RE = re.compile(r"^\s*(\.?[A-Za-z_.$][\w.$]*):\s*$")
 
 
 def parse_sass(sass: str, kernel_name: str) -> list[SassInstr]:
     """Instructions of ``.text.<kernel_name>`` in ``nvdisasm -c -hex`` output."""
     target = f".text.{kernel_name}"
     out: list[SassInstr] = []
-    in_sec, pending, label = False, None, False
+    in_sec, pending, labels = False, None, []
     for line in sass.splitlines():
         m = _SECTION_RE.match(line)
         if m:
             in_sec = m.group(1) == target
-            pending, label = None, False
+            pending, labels = None, []
             continue
         if not in_sec:
             continue
@@ -158,15 +159,15 @@ def parse_sass(sass: str, kernel_name: str) -> list[SassInstr]:
             if not h:
                 raise ValueError(f"nvdisasm output: expected the high word after {pending}")
             off, text, lo = pending
-            out.append(SassInstr(off, text, lo, int(h.group(1), 16), label))
-            pending, label = None, False
+            out.append(SassInstr(off, text, lo, int(h.group(1), 16), bool(labels), tuple(labels)))
+            pending, labels = None, []
             continue
         m = _INSN_RE.match(line)
         if m:
             pending = (int(m.group(1), 16), m.group(2).strip().rstrip(";").strip(),
                        int(m.group(3), 16))
-        elif _LABEL_RE.match(line) and not line.strip().startswith(target):
-            label = True
+        elif (m := _LABEL_RE.match(line)) and not line.strip().startswith(target):
+            labels.append(m.group(1))
     return out
 
 

@@ -2,7 +2,8 @@
 import pytest
 
 from dgir import compile
-from dgir.loop_mix import instructions, k_loop_mix
+from dgir.loop_mix import k_loop_mix
+from dgir.runtime.sass import parse_sass
 from dgir.ops.fp8_gemm import Fp8GemmConfig
 from dgir.toolchain import ToolchainError, disassemble
 
@@ -61,7 +62,9 @@ def test_the_k_loop_is_the_innermost_conditional_loop_that_issues_wgmma():
             "@!P1 BRA `(.L_x_9)",
             "BRA `(.L_x_3)"]
     sass = _listing("k", body)
-    assert len(instructions(sass, "k")) == sum(not line.endswith(":") for line in body)
+    code = parse_sass(sass, "k")
+    assert len(code) == sum(not line.endswith(":") for line in body)
+    assert code[2].labels == (".L_x_2",) and code[2].label_before and not code[3].labels
     mix = k_loop_mix(sass, _Kernel("k", 64, 256))
     assert (mix.start, mix.end, mix.k_blocks, mix.instructions) == (0x20, 0x100, 2, 15)
     assert dict(mix.opcodes) == {"QGMMA": 8, "BRA": 3, "FFMA": 2, "SYNCS": 1, "R2UR": 1}
