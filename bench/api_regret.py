@@ -3,7 +3,8 @@
     python bench/api_regret.py          # writes bench/results/api_regret.json and prints the losses
     python bench/api_regret.py --try dgir.tuning.NEARBY_OUTGROWN_NARROW=1.1   # a chooser setting, in sample
 
-With `--try MODULE.NAME=VALUE` (repeatable; VALUE a Python literal) nothing is written: the same
+With `--try MODULE.NAME=VALUE` (repeatable; VALUE a Python literal, or an expression over the
+module's names and dataclasses.replace, e.g. a model constant set) nothing is written: the same
 head-to-heads rate the API with those settings beside the shipped ones, and the shapes whose kernel
 changes are listed with their timings (None where the new kernel was never timed beside another).
 An in-sample check of a candidate rule before a held-out draw times it.
@@ -103,10 +104,23 @@ def by_source(rows: list) -> dict:
                   "losses": sum(r["loss"] for r in v)} for src, v in sorted(groups.items())}
 
 
+def _setting_value(module: str, text: str):
+    """A --try VALUE: a Python literal, else an expression over the module's own names and
+    dataclasses.replace (e.g. `replace(REFIT, tc_table=REFIT.tc_table + ((128, 136, 0.5),))` for
+    dgir.ops.fp8_gemm_model.REFIT: a model constant is tried the way a rule's bound is)."""
+    import ast
+    import dataclasses
+    import importlib
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        scope = {"replace": dataclasses.replace, **vars(importlib.import_module(module))}
+        return eval(text, scope)    # a bench tool's command line, typed by its user
+
+
 def try_settings(settings: list[str]) -> None:
     """Print the API's regret with `settings` (MODULE.NAME=VALUE) beside the shipped one, and the
     shapes whose kernel they change."""
-    import ast
     import importlib
     from unittest import mock
     patches = []
@@ -115,7 +129,7 @@ def try_settings(settings: list[str]) -> None:
         module, _, name = target.rpartition(".")
         if not module or not value or not hasattr(importlib.import_module(module), name):
             raise SystemExit(f"--try {item!r}: expected MODULE.NAME=VALUE naming an existing setting")
-        patches.append(mock.patch.object(importlib.import_module(module), name, ast.literal_eval(value)))
+        patches.append(mock.patch.object(importlib.import_module(module), name, _setting_value(module, value)))
     shapes = timed_kernels()
     before = rate(shapes)
     for p in patches:

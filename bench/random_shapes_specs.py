@@ -378,12 +378,11 @@ _shipped_refit = None    # the package's REFIT, kept here when __main__ pins the
 
 
 def shipped_refit():
-    """REFIT as shipped before step 118 (without a narrow tile's fixed cost, `tc_narrow_cols`): what
-    the generators since spec 277 drew with, so that each reproduces its committed file."""
+    """REFIT as shipped before step 118 (without a narrow tile's fixed cost, `tc_narrow_cols`, and
+    without step 120's 128x136 entry): what the generators since spec 277 drew with, so that each
+    reproduces its committed file."""
     from dataclasses import replace
-
-    from dgir.ops import fp8_gemm_model as model
-    return replace(_shipped_refit or model.REFIT, tc_narrow_cols=())
+    return replace(without_128x136(), tc_narrow_cols=())
 
 
 def refit_109():
@@ -1123,6 +1122,30 @@ def narrow_cols_untimed_lines():
     return out
 
 
+def without_128x136():
+    """The package's REFIT without its 128x136 entry (step 120): the formula's 0.5351 for that tile."""
+    from dataclasses import replace
+    p = _shipped_refit or __import__("dgir.ops.fp8_gemm_model", fromlist=["REFIT"]).REFIT
+    return replace(p, tc_table=tuple(e for e in p.tc_table if e[:2] != (128, 136)))
+
+
+def entry_128x136(efficiency=0.52):
+    """Step 120: REFIT rating 128x136 `efficiency` (the fit objective's optimum over the committed
+    timings) instead of the formula's 0.5351.  Where it was timed beside other tiles (31 shapes above
+    M = 320), another tile ran faster at 30; the API's 128x136 picks lost at 15 of 22."""
+    from dataclasses import replace
+    p = without_128x136()
+    return replace(p, tc_table=p.tc_table + ((128, 136, efficiency),))
+
+
+def entry_128x136_lines():
+    """Spec 296 (step 120): the committed shapes above M = 320 where the 128x136 entry moves the API
+    to a kernel no result timed there (its kernel, then the one before), then 16 random shapes (seed
+    296) where it changes the API's choice: the choice without the entry, with it, cuBLAS."""
+    return (changed_untimed_lines(without_128x136(), entry_128x136(), 296, tail_pairs=None)
+            + above_320_change_lines(296, 16, without_128x136(), entry_128x136(), api_spec, tail_pairs=None))
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1272,6 +1295,7 @@ NAMED = {
     "--narrow-cols-untimed": (narrow_cols_untimed_lines, 2),
     "--num-sms": (num_sms_lines, 2),
     "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
+    "--entry-128x136": (entry_128x136_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1284,11 +1308,11 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
-                    "--narrow-cols-nearby")
+                    "--narrow-cols-nearby", "--entry-128x136")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
-                       "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby")
+                       "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

@@ -208,6 +208,13 @@ VARIANTS = [(n, ops, ret, wg) for n, ops, ret, wg in itertools.product(
 VARIANTS += [(n, "ss", ret, wg) for n, ret, wg in itertools.product(
     (64, 128), ("promote_bar", "promote_scales", "promote_full"), (1, 2))]
 
+# the tensor core's rate across widths that are not powers of two (two warpgroups, which reach the
+# peak at N = 64 / 128): whether a width costs its own columns or rounds up to a coarser step (the
+# model's 128x136 picks lost to other tiles at 15 of 22 shapes, bench/TUNING.md step 120)
+WIDTHS = (96, 112, 120, 136, 144, 152, 160, 176, 192)
+VARIANTS += [(n, "ss", ret, 2) for n, ret in itertools.product(WIDTHS, ("wait0", "inflight"))
+             if not (n > 192 and ret != "wait0")]
+
 
 def name(v) -> str:
     n, ops, ret, wg = v
