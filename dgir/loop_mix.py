@@ -105,7 +105,9 @@ def k_loop_mix(sass: str, kernel) -> LoopMix | None:
     if best is None:
         return None
     inside = {label for ins in best[1:] for label in ins.labels}
-    inner = sum(1 for ins in best[:-1] if (m := _BRANCH.match(ins.text)) and m.group(1) and m.group(3) in inside)
+    # conditional branches into the body, and indexed jumps (BRX: a promotion entered at its split)
+    inner = sum(1 for ins in best[:-1] if ((m := _BRANCH.match(ins.text)) and m.group(1) and m.group(3) in inside)
+                or _opcode(ins) in ("BRX", "BRXU"))
     counts = Counter(_opcode(ins) for ins in best)
     wgmma = sum(counts[op] for op in WGMMA)
     per_kb = wgmmas_per_k_block(kernel)

@@ -629,6 +629,24 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
     _check(d, ref)
 
 
+# the promotion by two indexed jumps (mma.PROMOTE_BY_JUMP, bench/TUNING.md step 120): the two-block widths
+# that select per column group otherwise, across 64-256 rows; N = 8 BLOCK_N, every offset n0 % 128
+JUMP_STRADDLE = [(64, 56, 8), (128, 56, 8), (64, 72, 8), (128, 112, 5), (128, 120, 5), (128, 136, 5),
+                 (128, 144, 5), (192, 88, 4), (256, 104, 3)]
+
+
+@pytest.mark.parametrize("bm,bn,stages", JUMP_STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}" for c in JUMP_STRADDLE])
+def test_straddling_tiles_promoted_by_jumps_match_reference(bm, bn, stages, monkeypatch):
+    from dgir.emitters.ptx import mma
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
+    m, n, k = 200, 8 * bn, 1024
+    kern, (d,), ref = _run_config(m, n, k, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages),
+                                  "straddle-jump-test")
+    assert "brx.idx" in kern.result.ptx
+    _check(d, ref)
+
+
 # BLOCK_M 192 (three math warpgroups, 512 threads): M not a multiple of 192, a tile straddling two
 # B-scale blocks, split-K over the global workspace (bitwise stable over launches)
 BM192 = [(300, 7168, 2048, 128, 4, 1), (3072, 576, 7168, 72, 5, 1), (192, 7168, 16384, 96, 5, 2),

@@ -202,6 +202,11 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
 
 
 MAX_SPLIT_ARMS = 4    # more possible split columns than this: select per column group instead
+# A/B knob (bench/experiments.py variant "jump"): a tile with more possible split columns than
+# MAX_SPLIT_ARMS that reaches at most two B-scale blocks is promoted by two indexed jumps instead of
+# per-group selects: block 0's column groups run from the split down to group 0, block 1's from the
+# split up to the last, each entered by brx.idx at the split (bench/TUNING.md step 120)
+PROMOTE_BY_JUMP = False
 
 
 def _promote(self: Emitter, n: Node) -> None:
@@ -209,6 +214,9 @@ def _promote(self: Emitter, n: Node) -> None:
     A, P = self.tile(acc), self.tile(part)
     b = self.b
     splits = _straddle_splits(self.k.get("block_n"))
+    if PROMOTE_BY_JUMP and len(splits) > MAX_SPLIT_ARMS and len(sbs) == 2:
+        _promote_by_jump(self, A, P, sfa, sbs, n0)
+        return
     if not splits or len(splits) > MAX_SPLIT_ARMS:
         scales = _scales(self, sfa, sbs, n0, 2 * len(A))
         for v in range(len(A)):
@@ -234,6 +242,33 @@ def _promote(self: Emitter, n: Node) -> None:
             b(f"fma.rn.f32 {A[v]}, {P[v]}, {s[(v // 2) % 2]}, {A[v]};")
         b(f"bra.uni {done};")
     b.put_label(done)
+
+
+def _promote_by_jump(self: Emitter, A: list, P: list, sfa: str, sbs: list, n0) -> None:
+    """acc += part * scale for a tile whose columns before `split` (a multiple of 8, fixed for the
+    tile) are in B-scale block 0 and the rest in block 1: every FFMA once, with no select.  Group j
+    (8 columns: registers 4j .. 4j + 3) takes block 0's scale iff j < J = min(split / 8, groups).
+    Two straight runs do it, each entered by an indexed jump on J - 1: block 0's from group J - 1
+    down to group 0, then block 1's from group J up to the last (its table's last entry: the end)."""
+    b = self.b
+    groups = len(A) // 4
+    scales = [_row_scales(self, sfa, sb) for sb in sbs]
+    split, entry = _split_column(self, n0), b.reg()
+    b(f"shr.u32 {entry}, {split}, 3;")
+    b(f"min.u32 {entry}, {entry}, {groups};")
+    b(f"sub.u32 {entry}, {entry}, 1;")             # J - 1, in 0 .. groups - 1
+    down = [b.label(f"promote_down{j}") for j in range(groups)]
+    up = [b.label(f"promote_up{j}") for j in range(1, groups)] + [b.label("promote_up_end")]
+    for name, targets, run in (("down", down, range(groups - 1, -1, -1)), ("up", up, range(1, groups))):
+        table = b.label(f"promote_{name}_table")
+        b(f"{table}: .branchtargets {', '.join(targets)};")
+        b(f"brx.idx.uni {entry}, {table};")
+        x, y = scales[name == "up"]
+        for j in run:
+            b.put_label(down[j] if name == "down" else up[j - 1])
+            for v in range(4 * j, 4 * j + 4):
+                b(f"fma.rn.f32 {A[v]}, {P[v]}, {(x, y)[(v // 2) % 2]}, {A[v]};")
+    b.put_label(up[-1])
 
 
 def _scale(self: Emitter, n: Node) -> None:

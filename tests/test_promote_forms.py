@@ -1,0 +1,156 @@
+"""The FP32 promotion's emitted PTX, executed on the CPU at every tile offset.
+
+A tile whose columns straddle 128-column B-scale blocks is promoted in one of three forms (one
+branch arm per possible split column, per-group selects, or two indexed jumps: PROMOTE_BY_JUMP);
+which scale each accumulator register gets is decided by control flow the IR interpreter never sees.
+Here the emitter's `_promote` writes its PTX for a tile, and a small interpreter of the instructions
+it uses runs that text for every offset n0 % 128 a tile can start at: each accumulator register must
+get exactly one FFMA, of its own partial, by sfa[row] * sfb[block of its column]."""
+from __future__ import annotations
+
+import math
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from dgir.emitters.ptx import mma
+from dgir.emitters.ptx.builder import PtxBuilder
+from dgir.emitters.ptx.emit import Emitter
+from dgir.ops.fp8_gemm_config import b_scale_blocks
+
+
+class _Promoting:
+    """What `_promote` reads of an Emitter: the builder, block_n, register tiles and operand values."""
+    val = Emitter.val
+
+    def __init__(self, block_n: int):
+        self.b, self.k = PtxBuilder(), {"block_n": block_n}
+        self.tiles = {"acc": [f"%acc{v}" for v in range(block_n // 2)],
+                      "part": [f"%part{v}" for v in range(block_n // 2)], "sfa": ["%sa0", "%sa1"]}
+        self.env = {"sb0": "%sb0", "sb1": "%sb1", "sb2": "%sb2", "n0": "%n0"}
+
+    def tile(self, name):
+        return self.tiles[name]
+
+
+def run_ptx(lines: list[str], regs: dict) -> list[tuple]:
+    """Execute straight-line PTX with labels, branches (bra, brx.idx) and the integer, predicate and
+    f32 instructions the promotion uses; f32 values are symbolic products (tuples of names).  Returns
+    the FFMAs in execution order as (acc, partial, scale)."""
+    code, labels, tables = [], {}, {}
+    for line in lines:
+        line = line.split("//")[0].strip()
+        if not line:
+            continue
+        if m := re.fullmatch(r"(\w+): \.branchtargets (.*);", line):
+            tables[m[1]] = [t.strip() for t in m[2].split(",")]
+        elif m := re.fullmatch(r"(\w+):", line):
+            labels[m[1]] = len(code)
+        else:
+            code.append(line)
+
+    def get(x):
+        return regs[x] if x.startswith("%") else int(x)
+
+    fmas, pc, steps = [], 0, 0
+    while pc < len(code):
+        steps += 1
+        assert steps < 100000, "no end"
+        guard, ins = code[pc].split(" ", 1) if code[pc].startswith("@") else ("", code[pc])
+        op, _, rest = ins.partition(" ")
+        args = [a.strip() for a in rest.rstrip(";").split(",")]
+        pc += 1
+        if guard and not (regs[guard[1:]] if guard[1] != "!" else not regs[guard[2:]]):
+            continue
+        if op == "bra.uni":
+            pc = labels[args[0]]
+        elif op == "brx.idx.uni":
+            targets = tables[args[1]]
+            assert 0 <= get(args[0]) < len(targets), "brx.idx past its table: undefined"
+            pc = labels[targets[get(args[0])]]
+        elif op == "fma.rn.f32":
+            assert args[0] == args[3]
+            fmas.append((args[0], args[1], regs[args[2]]))
+        elif op == "mul.f32":
+            regs[args[0]] = tuple(sorted((regs[args[1]], regs[args[2]])))
+        elif op == "selp.f32":
+            regs[args[0]] = regs[args[1]] if regs[args[3]] else regs[args[2]]
+        elif op.startswith("setp."):
+            x, y = get(args[1]), get(args[2])
+            regs[args[0]] = {"eq": x == y, "lt": x < y}[op.split(".")[1]]
+        else:
+            x, y = get(args[1]), get(args[2]) if len(args) > 2 else None
+            regs[args[0]] = {"mov.u32": lambda: x, "and.b32": lambda: x & y, "sub.u32": lambda: (x - y) % 2**32,
+                             "add.u32": lambda: x + y, "shr.u32": lambda: x >> y, "min.u32": lambda: min(x, y)}[op]()
+    return fmas
+
+
+def promotion(block_n: int, blocks: int, n0: int) -> list[tuple]:
+    e = _Promoting(block_n)
+    node = SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(blocks)], "n0"))
+    mma._promote(e, node)
+    return run_ptx(e.b.lines, {"%n0": n0, "%sa0": "sa0", "%sa1": "sa1", "%sb0": "sb0", "%sb1": "sb1", "%sb2": "sb2"})
+
+
+def expected(block_n: int, n0: int) -> list[tuple]:
+    """Register v of the m64nN accumulator: column 8 (v // 4) + ..., row r0 + 8 ((v // 2) % 2)."""
+    out = []
+    for v in range(block_n // 2):
+        col = n0 + 8 * (v // 4)
+        block = col // 128 - n0 // 128
+        out.append((f"%acc{v}", f"%part{v}", tuple(sorted((f"sa{(v // 2) % 2}", f"sb{block}")))))
+    return out
+
+
+
+
+# widths whose tiles straddle: two-block ones by arms (<= 4 split columns) and by selects or jumps
+# (more), three-block ones by selects
+WIDTHS = (24, 40, 48, 56, 72, 80, 88, 96, 104, 112, 120, 136, 144, 152, 160, 176, 192, 200)
+
+
+@pytest.mark.parametrize("jump", [False, True])
+@pytest.mark.parametrize("block_n", WIDTHS)
+def test_every_register_gets_its_blocks_scale_at_every_offset(block_n, jump, monkeypatch):
+    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", jump)
+    for n0 in range(0, 128 // math.gcd(block_n, 128) * block_n, block_n):    # every offset n0 % 128 once
+        assert sorted(promotion(block_n, b_scale_blocks(block_n), n0)) == sorted(expected(block_n, n0)), (block_n, n0)
+
+
+@pytest.mark.parametrize("block_n,form", [(136, "jump"), (56, "jump"), (144, "jump"), (152, "selects"),
+                                          (96, "arms"), (160, "arms"), (64, "plain")])
+def test_which_form_each_width_takes(block_n, form, monkeypatch):
+    """PROMOTE_BY_JUMP takes the widths that would select per group and reach two blocks at most;
+    arms stay where there are few split columns, selects where a tile can reach a third block."""
+    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
+    e = _Promoting(block_n)
+    mma._promote(e, SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(b_scale_blocks(block_n))], "n0")))
+    text = "\n".join(e.b.lines)
+    found = ("jump" if "brx.idx" in text else "arms" if "PROMOTE_SPLIT" in text else
+             "selects" if "selp.f32" in text else "plain")
+    assert found == form
+    assert text.count("fma.rn.f32") == block_n // 2 * {"jump": 2, "arms": len(mma._straddle_splits(block_n)) + 1}.get(form, 1) \
+        - (4 if form == "jump" else 0)
+
+
+def test_the_jump_form_assembles_and_cuts_the_loop(monkeypatch):
+    """ptxas takes the indexed jumps (uniform BRXU through a constant-bank table); a 128x136 K block
+    then issues ~40 SASS instructions fewer per math warp (its 17 per-group compares and 34 selects
+    go; the static count holds both runs' FFMAs, 68 + 64, of which a tile executes 68)."""
+    from dgir.compiler import compile
+    from dgir.loop_mix import k_loop_mix
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.toolchain import disassemble
+    cfg = Fp8GemmConfig(n=1472, k=14848, block_m=128, block_n=136, stages=5)
+    mixes = {}
+    for jump in (False, True):
+        monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", jump)
+        res = compile("fp8_gemm_nt", m=1432, n=1472, k=14848, config=cfg)
+        assert ("brx.idx" in res.ptx) == jump
+        mixes[jump] = k_loop_mix(disassemble(res.cubin), res.ir)
+    before, after = mixes[False], mixes[True]
+    assert before.per_k_block("FFMA") == 68 and after.per_k_block("FFMA") == 68 + 64
+    assert before.inner_branches == 0 and after.inner_branches == 2 and after.per_k_block("BRXU") == 2
+    executed = after.per_k_block() - 64
+    assert executed <= before.per_k_block() - 30
