@@ -80,6 +80,7 @@ VARIANTS = {
     # default passes, emitter settings changed (EMITTER_KNOBS below)
     "divgeneric": lambda: None, "desc32": lambda: None, "desccompact": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
     "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None, "jump": lambda: None,
+    "jumpall": lambda: None,
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
@@ -165,6 +166,8 @@ EMITTER_KNOBS = {
     # straddling two-block tiles with more split columns than MAX_SPLIT_ARMS: the promotion by two
     # indexed jumps instead of per-group selects (bench/TUNING.md step 120)
     "jump": lambda: emitter_knob("dgir.emitters.ptx.mma", PROMOTE_BY_JUMP=True),
+    # ... and those with few split columns too (192x96, 128x160, 64x48: instead of one arm per split)
+    "jumpall": lambda: emitter_knob("dgir.emitters.ptx.mma", PROMOTE_BY_JUMP=True, MAX_SPLIT_ARMS=0),
     "early": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
     "relaxed": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
     # the load region as the dispatch's fall-through, laid out by ptxas right after the entry (step 65;

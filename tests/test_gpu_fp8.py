@@ -630,19 +630,21 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
 
 
 # the promotion by two indexed jumps (mma.PROMOTE_BY_JUMP, bench/TUNING.md step 120): the two-block widths
-# that select per column group otherwise, across 64-256 rows; N = 8 BLOCK_N, every offset n0 % 128
-JUMP_STRADDLE = [(64, 56, 8), (128, 56, 8), (64, 72, 8), (128, 112, 5), (128, 120, 5), (128, 136, 5),
-                 (128, 144, 5), (192, 88, 4), (256, 104, 3)]
+# that select per column group otherwise, across 64-256 rows, and (MAX_SPLIT_ARMS 0: variant jumpall)
+# those promoted by branch arms; N = 8 BLOCK_N, every offset n0 % 128
+JUMP_STRADDLE = [(64, 56, 8, 4), (128, 56, 8, 4), (64, 72, 8, 4), (128, 112, 5, 4), (128, 120, 5, 4), (128, 136, 5, 4),
+                 (128, 144, 5, 4), (192, 88, 4, 4), (256, 104, 3, 4), (64, 48, 8, 0), (192, 96, 5, 0), (128, 160, 4, 0)]
 
 
-@pytest.mark.parametrize("bm,bn,stages", JUMP_STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}" for c in JUMP_STRADDLE])
-def test_straddling_tiles_promoted_by_jumps_match_reference(bm, bn, stages, monkeypatch):
+@pytest.mark.parametrize("bm,bn,stages,arms", JUMP_STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}_arms{c[3]}" for c in JUMP_STRADDLE])
+def test_straddling_tiles_promoted_by_jumps_match_reference(bm, bn, stages, arms, monkeypatch):
     from dgir.emitters.ptx import mma
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
+    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
     m, n, k = 200, 8 * bn, 1024
     kern, (d,), ref = _run_config(m, n, k, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages),
-                                  "straddle-jump-test")
+                                  f"straddle-jump-test-arms{arms}")
     assert "brx.idx" in kern.result.ptx
     _check(d, ref)
 

@@ -110,20 +110,24 @@ def expected(block_n: int, n0: int) -> list[tuple]:
 WIDTHS = (24, 40, 48, 56, 72, 80, 88, 96, 104, 112, 120, 136, 144, 152, 160, 176, 192, 200)
 
 
-@pytest.mark.parametrize("jump", [False, True])
+@pytest.mark.parametrize("jump,arms", [(False, 4), (True, 4), (True, 0)], ids=["shipped", "jump", "jumpall"])
 @pytest.mark.parametrize("block_n", WIDTHS)
-def test_every_register_gets_its_blocks_scale_at_every_offset(block_n, jump, monkeypatch):
+def test_every_register_gets_its_blocks_scale_at_every_offset(block_n, jump, arms, monkeypatch):
     monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", jump)
+    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
     for n0 in range(0, 128 // math.gcd(block_n, 128) * block_n, block_n):    # every offset n0 % 128 once
         assert sorted(promotion(block_n, b_scale_blocks(block_n), n0)) == sorted(expected(block_n, n0)), (block_n, n0)
 
 
-@pytest.mark.parametrize("block_n,form", [(136, "jump"), (56, "jump"), (144, "jump"), (152, "selects"),
-                                          (96, "arms"), (160, "arms"), (64, "plain")])
-def test_which_form_each_width_takes(block_n, form, monkeypatch):
+@pytest.mark.parametrize("block_n,arms,form", [(136, 4, "jump"), (56, 4, "jump"), (144, 4, "jump"), (152, 4, "selects"),
+                                               (96, 4, "arms"), (160, 4, "arms"), (64, 4, "plain"), (96, 0, "jump"),
+                                               (160, 0, "jump"), (176, 0, "selects")])
+def test_which_form_each_width_takes(block_n, arms, form, monkeypatch):
     """PROMOTE_BY_JUMP takes the widths that would select per group and reach two blocks at most;
-    arms stay where there are few split columns, selects where a tile can reach a third block."""
+    arms stay where there are few split columns (all of them jump with MAX_SPLIT_ARMS 0: variant
+    jumpall), selects where a tile can reach a third block."""
     monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
+    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
     e = _Promoting(block_n)
     mma._promote(e, SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(b_scale_blocks(block_n))], "n0")))
     text = "\n".join(e.b.lines)
