@@ -173,8 +173,12 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if "--try" in sys.argv[1:]:
-        args = sys.argv[1:]
-        try_settings([args[i + 1] for i, a in enumerate(args[:-1]) if a == "--try"])
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--try", dest="settings", action="append", metavar="MODULE.NAME=VALUE",
+                    help="rate the API with this setting beside the shipped one (repeatable); nothing is written")
+    cli = ap.parse_args()
+    if cli.settings:
+        try_settings(cli.settings)
     else:
         main()
