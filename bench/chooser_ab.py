@@ -2,6 +2,9 @@
 time of the one over the other's (same file, medians of its passes), and each against cuBLAS.
 
     python bench/chooser_ab.py bench/results/raw/tune283_exp.json        # shipped REFIT vs refit_116
+    python bench/chooser_ab.py bench/results/raw/tune296_exp.json --before without_128x136 --after entry_128x136
+
+(--before / --after: a constant set of bench/random_shapes_specs.py by its function's name.)
 
 For each shape above M = 320 in the file, the API's kernel (dgir.tuning.choose, today's m-tail rule)
 under the shipped REFIT ("before") and under `random_shapes_specs.refit_116` ("after") is looked up
@@ -14,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -58,8 +60,8 @@ def compare(path: Path, before=None, after=None) -> dict:
             "behind_cublas_before": behind("before_us"), "behind_cublas_after": behind("after_us"), "rows": rated}
 
 
-def main(path: str) -> None:
-    out = compare(Path(path))
+def main(path: str, before=None, after=None) -> None:
+    out = compare(Path(path), before, after)
     if not out["shapes"]:
         print("no shape where both choices were timed")
         return
@@ -71,4 +73,11 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else str(Path(__file__).resolve().parent / "results" / "raw" / "tune283_exp.json"))
+    import argparse
+    import random_shapes_specs
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("file", nargs="?", default=str(Path(__file__).resolve().parent / "results" / "raw" / "tune283_exp.json"))
+    ap.add_argument("--before", default="shipped_refit", help="a constant set of random_shapes_specs.py, by name")
+    ap.add_argument("--after", default="refit_116")
+    cli = ap.parse_args()
+    main(cli.file, getattr(random_shapes_specs, cli.before)(), getattr(random_shapes_specs, cli.after)())

@@ -1003,6 +1003,30 @@ def test_the_chooser_ab_reproduces_step_110s_held_out_verdict():
     assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (3, 5, 1)
 
 
+def test_spec_296_is_read_by_chooser_ab(tmp_path):
+    """Spec 296's lines spell the kernels chooser_ab looks up for the 128x136 entry (without_128x136
+    before, entry_128x136 after): on a file of its first pass (made-up timings, 128x136 5% slower)
+    the 16 random shapes and the two committed ones are all rated, none slower."""
+    from dgir_testlib import bench_module
+    ab, specs, exp = bench_module("chooser_ab"), bench_module("random_shapes_specs"), bench_module("experiments")
+    lines = (ROOT / "bench" / "specs" / "tune296.txt").read_text().split()
+    rows = []
+    for line in lines[:52]:                      # the first of two passes
+        shape, cfgs, variant = (line.split(":") + [""])[:3]
+        m, n, k = map(int, shape.split(","))
+        if variant == "cublas":
+            rows.append(dict(spec=line, variant="cublas", m=m, n=n, k=k, kernel="cublas", ms=1.0))
+            continue
+        name = exp.spec_config(n, k, cfgs, 132).kernel_name()
+        rows.append(dict(spec=line, variant="default", m=m, n=n, k=k, kernel=name, diff=1e-6,   # the entry moves
+                         ms=0.1 if "bm128_bn136" in name else 0.095))                             # off 128x136
+    assert len(rows) == 52 and len({(r["m"], r["n"], r["k"]) for r in rows}) == 18
+    path = tmp_path / "tune296_exp.json"
+    path.write_text(json.dumps({"rows": rows}))
+    out = ab.compare(path, specs.without_128x136(), specs.entry_128x136())
+    assert out["shapes"] == 18 and round(out["geomean_after_over_before"], 3) == 0.95 and out["slower"] == 0
+
+
 def test_operand_traffic_keeps_explicit_configs_out_of_the_apis_column():
     """bench/operand_traffic.py: rows of an explicit config are variant "default" too (spec 282's
     clusters sharing A); they are listed by kernel against the API's time, never taken for it."""
