@@ -1146,6 +1146,34 @@ def entry_128x136_lines():
             + above_320_change_lines(296, 16, without_128x136(), entry_128x136(), api_spec, tail_pairs=None))
 
 
+JUMP_WIDTHS = (56, 72, 88, 104, 112, 120, 136, 144)     # two-block widths that select per group today
+
+
+def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128, 136), (64, 56), (64, 72),
+                                                    (192, 88), (128, 112))):
+    """Spec 298 (step 120; to run only if spec 297 adopts `jump`): committed shapes above M = 320
+    where a tile of a JUMP_WIDTHS width was timed beside others, `per_tile` of each of `tiles` drawn
+    with `seed`: that config under `jump`, the fastest other config timed there: the timings a refit
+    of those tiles' entries needs once they no longer select."""
+    from collections import defaultdict
+
+    from fit_model import load_rows
+    best = defaultdict(dict)
+    for m, n, k, c, t in load_rows():
+        if m > 320:
+            group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
+            if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
+                best[(m, n, k)][group] = (t, c)
+    rng = random.Random(seed)
+    out = []
+    for tile in tiles:
+        shapes = sorted(s for s, v in best.items() if tile in v and "other" in v)
+        for m, n, k in sorted(rng.sample(shapes, min(per_tile, len(shapes)))):
+            v = best[(m, n, k)]
+            out += [api_spec(m, v[tile][1]) + ":jump", api_spec(m, v["other"][1])]
+    return out
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1296,6 +1324,7 @@ NAMED = {
     "--num-sms": (num_sms_lines, 2),
     "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
     "--entry-128x136": (entry_128x136_lines, 2),
+    "--jump-retime": (jump_retime_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1308,11 +1337,12 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
-                    "--narrow-cols-nearby", "--entry-128x136")
+                    "--narrow-cols-nearby", "--entry-128x136", "--jump-retime")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
-                       "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136")
+                       "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
+                       "--jump-retime")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
