@@ -629,11 +629,12 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
     _check(d, ref)
 
 
-# the promotion by two indexed jumps (mma.PROMOTE_BY_JUMP, bench/TUNING.md step 120): the two-block widths
-# that select per column group otherwise, across 64-256 rows, and (MAX_SPLIT_ARMS 0: variant jumpall)
-# those promoted by branch arms; N = 8 BLOCK_N, every offset n0 % 128
+# the promotion by indexed jumps (mma.PROMOTE_BY_JUMP, bench/TUNING.md step 120): the widths that select per
+# column group otherwise, across 64-256 rows (152, 176 and 200 reach a third B-scale block), and
+# (MAX_SPLIT_ARMS 0: variant jumpall) those promoted by branch arms; N = 8 BLOCK_N, every offset n0 % 128
 JUMP_STRADDLE = [(64, 56, 8, 4), (128, 56, 8, 4), (64, 72, 8, 4), (128, 112, 5, 4), (128, 120, 5, 4), (128, 136, 5, 4),
-                 (128, 144, 5, 4), (192, 88, 4, 4), (256, 104, 3, 4), (64, 48, 8, 0), (192, 96, 5, 0), (128, 160, 4, 0)]
+                 (128, 144, 5, 4), (192, 88, 4, 4), (256, 104, 3, 4), (64, 152, 6, 4), (128, 176, 4, 4), (128, 200, 4, 4),
+                 (64, 48, 8, 0), (192, 96, 5, 0), (128, 160, 4, 0)]
 
 
 @pytest.mark.parametrize("bm,bn,stages,arms", JUMP_STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}_arms{c[3]}" for c in JUMP_STRADDLE])

@@ -203,9 +203,9 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
 
 MAX_SPLIT_ARMS = 4    # more possible split columns than this: select per column group instead
 # A/B knob (bench/experiments.py variant "jump"): a tile with more possible split columns than
-# MAX_SPLIT_ARMS that reaches at most two B-scale blocks is promoted by two indexed jumps instead of
-# per-group selects: block 0's column groups run from the split down to group 0, block 1's from the
-# split up to the last, each entered by brx.idx at the split (bench/TUNING.md step 120)
+# MAX_SPLIT_ARMS is promoted by indexed jumps instead of per-group selects: block 0's column groups
+# run from the split down to group 0, block 1's from the split up, each entered by brx.idx at the
+# split (a tile reaching a third block: two more for its groups past 16; bench/TUNING.md step 120)
 PROMOTE_BY_JUMP = False
 
 
@@ -214,7 +214,7 @@ def _promote(self: Emitter, n: Node) -> None:
     A, P = self.tile(acc), self.tile(part)
     b = self.b
     splits = _straddle_splits(self.k.get("block_n"))
-    if PROMOTE_BY_JUMP and len(splits) > MAX_SPLIT_ARMS and len(sbs) == 2:
+    if PROMOTE_BY_JUMP and len(splits) > MAX_SPLIT_ARMS:
         _promote_by_jump(self, A, P, sfa, sbs, n0)
         return
     if not splits or len(splits) > MAX_SPLIT_ARMS:
@@ -245,30 +245,46 @@ def _promote(self: Emitter, n: Node) -> None:
 
 
 def _promote_by_jump(self: Emitter, A: list, P: list, sfa: str, sbs: list, n0) -> None:
-    """acc += part * scale for a tile whose columns before `split` (a multiple of 8, fixed for the
-    tile) are in B-scale block 0 and the rest in block 1: every FFMA once, with no select.  Group j
-    (8 columns: registers 4j .. 4j + 3) takes block 0's scale iff j < J = min(split / 8, groups).
-    Two straight runs do it, each entered by an indexed jump on J - 1: block 0's from group J - 1
-    down to group 0, then block 1's from group J up to the last (its table's last entry: the end)."""
+    """acc += part * scale for a straddling tile, every FFMA once and no select.  Group g (8 columns:
+    registers 4g .. 4g + 3) is in B-scale block 0 below J = split / 8 (1 .. 16, fixed for the tile)
+    and in block 1 + (g - J) // 16 from there.  So window w of groups (0 .. 16, then 17 .. 32, ...)
+    holds one crossing, at J + 16w, with block w below it and block w + 1 from it; each window runs
+    block w's FFMAs from the crossing down to its first group, then block w + 1's from the crossing up
+    to its last, each run entered by brx.idx on J - 1 (a run that would be empty enters at its end).
+    Two copies of the FFMAs in all, however many places the crossing can take."""
     b = self.b
     groups = len(A) // 4
     scales = [_row_scales(self, sfa, sb) for sb in sbs]
     split, entry = _split_column(self, n0), b.reg()
     b(f"shr.u32 {entry}, {split}, 3;")
-    b(f"min.u32 {entry}, {entry}, {groups};")
-    b(f"sub.u32 {entry}, {entry}, 1;")             # J - 1, in 0 .. groups - 1
-    down = [b.label(f"promote_down{j}") for j in range(groups)]
-    up = [b.label(f"promote_up{j}") for j in range(1, groups)] + [b.label("promote_up_end")]
-    for name, targets, run in (("down", down, range(groups - 1, -1, -1)), ("up", up, range(1, groups))):
-        table = b.label(f"promote_{name}_table")
-        b(f"{table}: .branchtargets {', '.join(targets)};")
-        b(f"brx.idx.uni {entry}, {table};")
-        x, y = scales[name == "up"]
-        for j in run:
-            b.put_label(down[j] if name == "down" else up[j - 1])
-            for v in range(4 * j, 4 * j + 4):
-                b(f"fma.rn.f32 {A[v]}, {P[v]}, {(x, y)[(v // 2) % 2]}, {A[v]};")
-    b.put_label(up[-1])
+    b(f"sub.u32 {entry}, {entry}, 1;")             # J - 1, in 0 .. 15
+    for w, lo in _windows(groups):
+        hi = min(lo + (16 if w == 0 else 15), groups - 1)
+        # the crossing J + 16w is at group 16w + 1 .. 16w + 16: below it block w (down to the window's
+        # first group), from it block w + 1 (up to its last); a width that never reaches block w + 1
+        # has no up run here
+        top = min(hi, 16 * w + 15)
+        runs = [("down", scales[w], range(top, lo - 1, -1), lambda e: min(e + 16 * w, top))]
+        if w + 1 < len(scales):
+            runs.append(("up", scales[w + 1], range(16 * w + 1, hi + 1), lambda e: e + 1 + 16 * w))
+        for name, (x, y), run, first in runs:
+            at = {g: b.label(f"promote_{name}{g}") for g in run}
+            end = b.label(f"promote_{name}_end")
+            table = b.label(f"promote_{name}_table")
+            targets = [at.get(first(e), end) for e in range(16)]    # entry e = J - 1
+            b(f"{table}: .branchtargets {', '.join(targets)};")
+            b(f"brx.idx.uni {entry}, {table};")
+            for g in run:
+                b.put_label(at[g])
+                for v in range(4 * g, 4 * g + 4):
+                    b(f"fma.rn.f32 {A[v]}, {P[v]}, {(x, y)[(v // 2) % 2]}, {A[v]};")
+            b.put_label(end)
+
+
+def _windows(groups: int) -> list[tuple[int, int]]:
+    """(w, first group) of the windows of `_promote_by_jump` that hold groups of the tile: 0 .. 16,
+    then 17 .. 32, 33 .. 48, ..."""
+    return [(0, 0)] + [(w, 16 * w + 1) for w in range(1, groups) if 16 * w + 1 < groups]
 
 
 def _scale(self: Emitter, n: Node) -> None:
