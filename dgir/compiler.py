@@ -300,6 +300,7 @@ def write_dumps(res: CompileResult, root: Path, name: str) -> Path:
             f"stack_bytes {r.stack_bytes}\nsmem_static {r.smem_static}\nsmem_dynamic {res.ir.get('smem_bytes')}\n"
             + "".join(f"warning {w}\n" for w in res.warnings)
             + (f"k_loop_instructions_per_k_block {res.loop_mix.per_k_block():g}\n"
+               f"k_loop_instructions_executed_per_k_block {res.loop_mix.executed_per_k_block():g}\n"
                + "".join(f"k_loop_{group} {v:g}\n" for group, v in res.loop_mix.groups().items())
                if res.loop_mix is not None else ""))
     final = root / name

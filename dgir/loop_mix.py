@@ -11,6 +11,10 @@ nvdisasm listing of a compiled kernel:
 * one pass through the body covers `wgmmas in it / wgmmas a K block` K blocks, the latter from the
   kernel IR: BLOCK_K / 32 (e4m3) per 64-row wave, waves = BLOCK_M / 64 / math warpgroups.
 
+* where the body holds more FFMAs than a K block runs (a straddling tile's promotion: one copy per
+  branch arm, or the two runs of its indexed jumps), the executed count takes one per accumulator
+  register of each 64-row wave (BLOCK_N / 2) in their place.
+
 `dgir compile --dump-dir` prints the result on its `k-loop` line and writes it to resources.txt.
 """
 from __future__ import annotations
@@ -40,6 +44,10 @@ class LoopMix:
                              # every arm (e.g. a straddling tile's promotion), executed or not
     tile_loop: bool = False  # the IR's K loop runs one pass a tile (short K, unrolled): the loop found
                              # is the tile loop, and its count holds the epilogue and the tile switch
+    # FFMAs a K block executes where the body holds more than that (a straddling tile's promotion:
+    # one copy per branch arm, or the two runs of its indexed jumps): one per accumulator register
+    # of each 64-row wave; None where the static count is the executed one
+    executed_ffma: float | None = None
 
     @property
     def instructions(self) -> int:
@@ -48,6 +56,12 @@ class LoopMix:
     def per_k_block(self, opcode: str | None = None) -> float:
         n = self.instructions if opcode is None else dict(self.opcodes).get(opcode, 0)
         return n / self.k_blocks
+
+    def executed_per_k_block(self) -> float:
+        """per_k_block() with the FFMAs a K block runs in place of those written (every arm's)."""
+        if self.executed_ffma is None:
+            return self.per_k_block()
+        return self.per_k_block() - self.per_k_block("FFMA") + self.executed_ffma
 
     def groups(self) -> dict:
         """Instructions a K block by GROUPS (each opcode in the first group that takes it)."""
@@ -59,6 +73,9 @@ class LoopMix:
     def describe(self) -> str:
         parts = ", ".join(f"{name} {v:g}" for name, v in self.groups().items() if v)
         caveats = f", {self.inner_branches} branches inside (every arm counted)" if self.inner_branches else ""
+        if self.executed_ffma is not None:
+            caveats += (f"; ~{self.executed_per_k_block():g} executed ({self.executed_ffma:g} of the "
+                        f"{self.per_k_block('FFMA'):g} FFMAs run)")
         if self.tile_loop:
             caveats += "; the tile loop (the K loop is one pass: epilogue included)"
         return (f"{self.per_k_block():g} SASS instructions a K block per math warp ({parts}); "
@@ -66,11 +83,21 @@ class LoopMix:
                 f"at {self.start:#06x}-{self.end:#06x}{caveats}")
 
 
+def _waves(kernel) -> int:
+    """64-row waves a math warpgroup runs per K block of `kernel` (an fp8_gemm_nt IR)."""
+    math_wgs = kernel.get("threads") // 128 - 1
+    return max(1, kernel.get("block_m") // 64 // math_wgs)
+
+
 def wgmmas_per_k_block(kernel) -> int:
     """wgmma instructions a math warp issues per K block of `kernel` (an fp8_gemm_nt IR)."""
-    math_wgs = kernel.get("threads") // 128 - 1
-    waves = max(1, kernel.get("block_m") // 64 // math_wgs)
-    return kernel.get("block_k") // 32 * waves
+    return kernel.get("block_k") // 32 * _waves(kernel)
+
+
+def promotion_ffmas_per_k_block(kernel) -> int:
+    """FFMAs a math warp executes per K block promoting (FP32 promotion): one per accumulator
+    register of each wave, BLOCK_N / 2 of them (the m64nN accumulator layout)."""
+    return kernel.get("block_n") // 2 * _waves(kernel)
 
 
 def k_loop_is_one_pass(kernel) -> bool:
@@ -113,5 +140,9 @@ def k_loop_mix(sass: str, kernel) -> LoopMix | None:
     per_kb = wgmmas_per_k_block(kernel)
     if wgmma % per_kb:
         return None
-    return LoopMix(best[0].offset, best[-1].offset, wgmma // per_kb, tuple(counts.most_common()), inner,
-                   k_loop_is_one_pass(kernel))
+    k_blocks = wgmma // per_kb
+    executed = None
+    if inner and counts["FFMA"] > k_blocks * promotion_ffmas_per_k_block(kernel):
+        executed = float(promotion_ffmas_per_k_block(kernel))
+    return LoopMix(best[0].offset, best[-1].offset, k_blocks, tuple(counts.most_common()), inner,
+                   k_loop_is_one_pass(kernel), executed)

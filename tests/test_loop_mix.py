@@ -23,8 +23,8 @@ def _listing(name: str, body: list[str]) -> str:
 
 class _Kernel:
     """The attributes k_loop_mix reads from a kernel IR."""
-    def __init__(self, name, block_m, threads):
-        self.name, self.attrs = name, {"block_m": block_m, "block_k": 128, "threads": threads}
+    def __init__(self, name, block_m, threads, block_n=64):
+        self.name, self.attrs = name, {"block_m": block_m, "block_n": block_n, "block_k": 128, "threads": threads}
 
     def get(self, key):
         return self.attrs.get(key)
@@ -70,6 +70,7 @@ def test_the_k_loop_is_the_innermost_conditional_loop_that_issues_wgmma():
     assert dict(mix.opcodes) == {"QGMMA": 8, "BRA": 3, "FFMA": 2, "SYNCS": 1, "R2UR": 1}
     assert mix.per_k_block() == 7.5 and mix.per_k_block("QGMMA") == 4
     assert mix.inner_branches == 1                 # the arm; the stub's branch leaves the body
+    assert mix.executed_ffma is None               # 1 FFMA a K block written, 32 would run: no arms' copies
     assert mix.groups() == {"wgmma": 4, "FFMA": 1, "R2UR": 0.5, "uniform": 0, "sync": 0.5, "memory": 0, "other": 1.5}
     # a 256-row tile's two math warpgroups issue two 64-row waves a K block: these 8 wgmmas are one
     assert k_loop_mix(sass, _Kernel("k", 256, 384)).k_blocks == 1
@@ -108,10 +109,23 @@ def test_the_k_loop_mix_of_compiled_kernels():
     assert short.tile_loop and short.k_blocks == 4 and "epilogue included" in short.describe()
 
 
+def test_a_straddling_tiles_arms_are_counted_once_as_executed():
+    """192x96 tiles cross a B-scale block at one of two columns: the promotion is written three
+    times (one branch arm each, and the tile inside one block), 144 FFMAs a K block, of which a
+    warp runs its wave's 48; the executed estimate counts those."""
+    mix = _mix(1600, 2624, 2560, Fp8GemmConfig(n=2624, k=2560, block_m=192, block_n=96, stages=5))
+    assert mix.inner_branches == 2 and mix.per_k_block("FFMA") == 3 * 48 and mix.executed_ffma == 48
+    assert mix.executed_per_k_block() == mix.per_k_block() - 96
+    assert "48 of the 144 FFMAs run" in mix.describe()
+    plain = _mix(128, 4096, 7168, Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=64, stages=11))
+    assert plain.executed_ffma is None and plain.executed_per_k_block() == plain.per_k_block()
+
+
 def test_the_dump_reports_the_k_loop(tmp_path):
     res = compile("fp8_gemm_nt", m=128, n=4096, k=7168, dump_dir=tmp_path)
     assert res.loop_mix is not None and res.loop_mix.k_blocks >= 1
     assert f"k-loop   {res.loop_mix.describe()}" in res.summary().splitlines()
     resources = (res.dump_dir / "resources.txt").read_text().splitlines()
     assert f"k_loop_instructions_per_k_block {res.loop_mix.per_k_block():g}" in resources
+    assert f"k_loop_instructions_executed_per_k_block {res.loop_mix.executed_per_k_block():g}" in resources
     assert compile("fp8_gemm_nt", m=128, n=4096, k=7168).loop_mix is None     # no listing, no mix
