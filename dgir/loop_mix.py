@@ -10,7 +10,6 @@ nvdisasm listing of a compiled kernel:
   branches back unconditionally, and its own spin loop holds no wgmma.)
 * one pass through the body covers `wgmmas in it / wgmmas a K block` K blocks, the latter from the
   kernel IR: BLOCK_K / 32 (e4m3) per 64-row wave, waves = BLOCK_M / 64 / math warpgroups.
-
 * where the body holds more FFMAs than a K block runs (a straddling tile's promotion: one copy per
   branch arm, or the two runs of its indexed jumps), the executed count takes one per accumulator
   register of each 64-row wave (BLOCK_N / 2) in their place.
