@@ -59,7 +59,7 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def _mix(row: dict, variant: str) -> float | None:
-    """SASS instructions a K block of the row's kernel (by its name) under `variant`, compiled here
+    """SASS instructions a K block (executed: one copy of a straddling promotion) of the row's kernel (by its name) under `variant`, compiled here
     as bench/experiments.py builds it (its pass list inside its emitter knob; a `+sass` patch leaves
     the count); None for a row without a kernel of ours (cuBLAS, the references)."""
     import contextlib
@@ -76,7 +76,7 @@ def _mix(row: dict, variant: str) -> float | None:
     with EMITTER_KNOBS.get(base, contextlib.nullcontext)():
         res = dgir_compile("fp8_gemm_nt", m=m, n=n, k=k, config=cfg, passes=VARIANTS[base]())
     mix = k_loop_mix(disassemble(res.cubin), res.ir)
-    return None if mix is None else mix.per_k_block()
+    return None if mix is None else mix.executed_per_k_block()
 
 
 def main() -> None:
