@@ -59,7 +59,8 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def _mix(row: dict, variant: str) -> float | None:
-    """SASS instructions a K block (executed: one copy of a straddling promotion) of the row's kernel (by its name) under `variant`, compiled here
+    """SASS instructions a K block (executed: one copy of a straddling promotion) of the row's kernel
+    (by its name) under `variant`, compiled here
     as bench/experiments.py builds it (its pass list inside its emitter knob; a `+sass` patch leaves
     the count); None for a row without a kernel of ours (cuBLAS, the references)."""
     import contextlib
