@@ -59,10 +59,10 @@ def summary(rows: list[dict], a: str, b: str) -> str:
 
 
 def _mix(row: dict, variant: str) -> float | None:
-    """SASS instructions a K block (executed: one copy of a straddling promotion) of the row's kernel
-    (by its name) under `variant`, compiled here
-    as bench/experiments.py builds it (its pass list inside its emitter knob; a `+sass` patch leaves
-    the count); None for a row without a kernel of ours (cuBLAS, the references)."""
+    """SASS instructions a K block executes (one copy of a straddling promotion) in the row's kernel
+    (by its name) under `variant`, compiled here as bench/experiments.py builds it (its pass list
+    inside its emitter knob; a `+sass` patch leaves the count); None for a row without a kernel of
+    ours (cuBLAS, the references)."""
     import contextlib
     from experiments import EMITTER_KNOBS, VARIANTS
     from fit_model import config_of
