@@ -1,7 +1,7 @@
 """The FP32 promotion's emitted PTX, executed on the CPU at every tile offset.
 
 A tile whose columns straddle 128-column B-scale blocks is promoted in one of three forms (one
-branch arm per possible split column, per-group selects, or two indexed jumps: PROMOTE_BY_JUMP);
+branch arm per possible split column, per-group selects, or indexed jumps: PROMOTE_BY_JUMP);
 which scale each accumulator register gets is decided by control flow the IR interpreter never sees.
 Here the emitter's `_promote` writes its PTX for a tile, and a small interpreter of the instructions
 it uses runs that text for every offset n0 % 128 a tile can start at: each accumulator register must
@@ -103,10 +103,8 @@ def expected(block_n: int, n0: int) -> list[tuple]:
     return out
 
 
-
-
-# widths whose tiles straddle: two-block ones by arms (<= 4 split columns) and by selects or jumps
-# (more), three-block ones by selects
+# widths whose tiles straddle: by arms (<= 4 split columns), else by selects or jumps; 152, 176 and 200
+# reach a third block
 WIDTHS = (24, 40, 48, 56, 72, 80, 88, 96, 104, 112, 120, 136, 144, 152, 160, 176, 192, 200)
 
 
