@@ -8,6 +8,7 @@ from __future__ import annotations
 from dgir.ir import DType, Node, Op, Type, expand_ops
 from dgir.passes import Pass
 from dgir.passes.interleave_ffma import InterleaveFfma
+from dgir.passes.promote_scales import PromoteScales
 
 
 def accumulating_wgmma(n: Node) -> list[Node]:
@@ -66,6 +67,8 @@ class DetachedPromotion(Pass):
 
     def run(self, kernel: Node) -> Node:
         shadow = []
+        form = PromoteScales().straddle(kernel.get("block_n") or 128)[0]     # the default's form
+        how = {"role": "mma", **({"straddle": form} if form else {})}
 
         def rewrite(body):
             out = []
@@ -76,7 +79,7 @@ class DetachedPromotion(Pass):
                     out += last_block_scales(n)
                     acc, _, _, _, sfa, *sbs, n0 = next(c for c in n.body if c.op is Op.MMA_SCALED).args
                     out.append(Node(Op.PROMOTE, "", (acc, "shadow", sfa, *(sb + "_end" for sb in sbs), n0), None,
-                                    {"role": "mma"}))
+                                    dict(how)))
                     continue
                 if n.body:
                     n = n.with_body(rewrite(n.body))
@@ -84,7 +87,7 @@ class DetachedPromotion(Pass):
                     acc, _, _, _, sfa, *sbs, n0 = n.args
                     shadow.append(kernel.decl(acc).type)
                     wgmma, wait = accumulating_wgmma(n)
-                    out += [wgmma, Node(Op.PROMOTE, "", ("shadow", "shadow", sfa, *sbs, n0), None, {"role": "mma"}), wait]
+                    out += [wgmma, Node(Op.PROMOTE, "", ("shadow", "shadow", sfa, *sbs, n0), None, dict(how)), wait]
                     continue
                 out.append(n)
             return out

@@ -32,6 +32,7 @@ from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
+from dgir.passes.promote_scales import PromoteScales  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 from dgir.passes.stage_first_wave_early import StageFirstWaveEarly  # noqa: E402
 from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex  # noqa: E402
@@ -79,8 +80,14 @@ VARIANTS = {
     "copyB": lambda: None,             # torch copy of B's bytes: what a plain copy of this traffic takes
     # default passes, emitter settings changed (EMITTER_KNOBS below)
     "divgeneric": lambda: None, "desc32": lambda: None, "desccompact": lambda: None, "st32": lambda: None, "loadfirst": lambda: None, "loopmul": lambda: None, "loopdiv": lambda: None,
-    "arms8": lambda: None, "arms4": lambda: None, "arms16": lambda: None, "jump": lambda: None,
-    "jumpall": lambda: None,
+    # straddling tiles' promotion (promote_scales decides, step 120): one branch arm per split column
+    # for up to 8 / 4 / 16 columns; indexed jumps where there are more than 4 (instead of per-group
+    # selects), and with no arms at all
+    "arms8": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=8)}),
+    "arms4": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=4)}),
+    "arms16": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=16)}),
+    "jump": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True)}),
+    "jumpall": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True, max_arms=0)}),
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
@@ -159,15 +166,6 @@ EMITTER_KNOBS = {
     "desccompact": lambda: emitter_knob("dgir.emitters.ptx.mma", DESC_COMPACT=True),
     # the 128B-swizzled staging tile written by one st.shared.b32 per register pair, not stmatrix
     "st32": lambda: emitter_knob("dgir.emitters.ptx.epilogue", STAGE_WITH_STMATRIX=False),
-    # straddling tiles' promotion: one branch arm per split column for up to 8 / 4 / 16 columns
-    "arms8": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=8),
-    "arms4": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=4),
-    "arms16": lambda: emitter_knob("dgir.emitters.ptx.mma", MAX_SPLIT_ARMS=16),
-    # straddling two-block tiles with more split columns than MAX_SPLIT_ARMS: the promotion by two
-    # indexed jumps instead of per-group selects (bench/TUNING.md step 120)
-    "jump": lambda: emitter_knob("dgir.emitters.ptx.mma", PROMOTE_BY_JUMP=True),
-    # ... and those with few split columns too (192x96, 128x160, 64x48: instead of one arm per split)
-    "jumpall": lambda: emitter_knob("dgir.emitters.ptx.mma", PROMOTE_BY_JUMP=True, MAX_SPLIT_ARMS=0),
     "early": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
     "relaxed": lambda: emitter_knob("dgir.emitters.ptx.emit", CLUSTER_ARRIVE=".relaxed"),
     # the load region as the dispatch's fall-through, laid out by ptxas right after the entry (step 65;

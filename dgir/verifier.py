@@ -14,6 +14,9 @@ def smem_budget(ctas_per_sm: int = 1) -> int:
 
 # the `l2` attr of tma_load / tma_store: none, or a primary priority of PTX's createpolicy
 L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged")
+# the `straddle` attr of promote (passes/promote_scales.py): how a tile crossing B-scale blocks picks
+# each column's scale; none for a tile inside one block (or a promote no pass decided: selects)
+STRADDLE_FORMS = (None, "arms", "selects", "jump")
 
 # which role may issue which op (ops not listed may appear in any role)
 ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
@@ -191,6 +194,8 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             for r in n.args[:2 if n.op is Op.APPLY_SCALE else 3]:
                 if kinds.get(r) is not Op.REGS:
                     err(n, f"%{r} must be a register tile")
+        if n.op is Op.PROMOTE and n.get("straddle") not in STRADDLE_FORMS:
+            err(n, f"straddle={n.get('straddle')!r} is not a promotion form ({' / '.join(STRADDLE_FORMS[1:])})")
         if n.op is Op.FOR:
             _check_body(n.body, scope | {n.name}, kinds, decls, roles, err)
         elif n.body:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dgir.ir import Node, Op, Type
+from dgir.ops.fp8_gemm_config import straddle_splits
 
 from . import Pass
 from .rescale_accumulator import RescaleAccumulator
@@ -14,19 +15,50 @@ class PromoteScales(Pass):
     with CUDA-core FFMAs: acc += part * (sfa[row] * sfb[n block]).  FP8 tensor-core accumulation is
     not exact FP32 (about 2^-6 relative per K=32 step on the H200), so the partial must not live
     longer than one scale block.  A tile that straddles 128-row B-scale blocks keeps each block's
-    B scale (sb0, sb1 and, for sizes that can touch three, sb2); `promote` picks per column.  Declares the partial register tile `part`; with
-    several waves (BLOCK_M 256) the waves share it, so a wave's promote precedes the next wgmma.
+    B scale (sb0, sb1 and, for sizes that can touch three, sb2); `promote` picks per column.
+    Declares the partial register tile `part`; with several waves (BLOCK_M 256) the waves share it,
+    so a wave's promote precedes the next wgmma.
+
+    How a straddling tile picks its B scale per column is this pass's decision, written on each
+    `promote` as `straddle` (and why, on the kernel as `straddle_promotion`), which the emitter reads:
+      arms     one branch arm per column the crossing can take (at most `max_arms`), each with every
+               column group's scale fixed;
+      selects  a compare and two selects per 8-column group, at run time;
+      jump     (opt-in, `jump=True`: bench/TUNING.md step 120) straight runs of FFMAs entered by an
+               indexed jump at the crossing, every scale fixed, the code at most twice the FFMAs.
 
     Kernels compiled with the opt-in `promotion="rescaled"` get the other algorithm instead
     (passes/rescale_accumulator.py): no partial, the tensor-core accumulator runs over all of K and
     is rescaled by s_(k-1) / s_k before each K block.
     """
     name = "promote_scales"
+    # more columns than this where the crossing can be: no branch arms (per-group selects cost 128x192
+    # tiles 20% of their speed, step 12; 8 arms of 88 FFMAs no faster than selects at 128x144 and 16
+    # arms lost to the instruction cache, steps 37 and 40)
+    max_arms = 4
+
+    def __init__(self, jump: bool = False, max_arms: int | None = None):
+        self.jump = jump
+        if max_arms is not None:
+            self.max_arms = max_arms
+
+    def straddle(self, block_n: int) -> tuple[str | None, str]:
+        """(the promote's `straddle` form, or None for a tile inside one B-scale block; why)."""
+        splits = straddle_splits(block_n)
+        if not splits:
+            return None, ""
+        where = f"{len(splits)} column{'s' if len(splits) > 1 else ''} where a tile can cross a B-scale block"
+        if len(splits) <= self.max_arms:
+            return "arms", f"arms: {where}"
+        if self.jump:
+            return "jump", f"jump: {where} (> {self.max_arms} arms)"
+        return "selects", f"selects: {where} (> {self.max_arms} arms)"
 
     def run(self, kernel: Node) -> Node:
         if kernel.get("promotion") == "rescaled":
             return RescaleAccumulator().run(kernel)
         part_type = None
+        form, why = self.straddle(kernel.get("block_n") or 128)
 
         def rewrite(body):
             nonlocal part_type
@@ -45,7 +77,7 @@ class PromoteScales(Pass):
                                     {k: v for k, v in attrs.items() if v is not None}))
                     out.append(Node(Op.WGMMA_WAIT, "", (), None, {"pending": 0, "role": n.role}))
                     pending.append((ctr, Node(Op.PROMOTE, "", (acc, "part", sfa, *sbs, n0), None,
-                                              {"role": n.role})))
+                                              {"role": n.role, **({"straddle": form} if form else {})})))
                     continue
                 out.append(n)
                 if n.op is Op.RELEASE:
@@ -62,7 +94,8 @@ class PromoteScales(Pass):
         decls = [n for n in body if n.op in (Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL)]
         rest = [n for n in body if n not in decls]
         part = Node(Op.REGS, "part", (), Type(part_type.dtype, part_type.shape), {})
-        return kernel.with_body(decls + [part] + rest)
+        kernel = kernel.with_body(decls + [part] + rest)
+        return kernel.with_attrs(straddle_promotion=why) if form else kernel
 
 
 PASS = PromoteScales()

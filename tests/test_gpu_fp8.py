@@ -629,23 +629,23 @@ def test_straddling_tiles_match_reference(bm, bn, stages):
     _check(d, ref)
 
 
-# the promotion by indexed jumps (mma.PROMOTE_BY_JUMP, bench/TUNING.md step 120): the widths that select per
-# column group otherwise, across 64-256 rows (152, 176 and 200 reach a third B-scale block), and
-# (MAX_SPLIT_ARMS 0: variant jumpall) those promoted by branch arms; N = 8 BLOCK_N, every offset n0 % 128
+# the promotion by indexed jumps (promote_scales jump=True, bench/TUNING.md step 120): the widths that
+# select per column group otherwise, across 64-256 rows (152, 176 and 200 reach a third B-scale block),
+# and (max_arms 0: variant jumpall) those promoted by branch arms; N = 8 BLOCK_N, every offset n0 % 128
 JUMP_STRADDLE = [(64, 56, 8, 4), (128, 56, 8, 4), (64, 72, 8, 4), (128, 112, 5, 4), (128, 120, 5, 4), (128, 136, 5, 4),
                  (128, 144, 5, 4), (192, 88, 4, 4), (256, 104, 3, 4), (64, 152, 6, 4), (128, 176, 4, 4), (128, 200, 4, 4),
                  (64, 48, 8, 0), (192, 96, 5, 0), (128, 160, 4, 0)]
 
 
 @pytest.mark.parametrize("bm,bn,stages,arms", JUMP_STRADDLE, ids=[f"bm{c[0]}_bn{c[1]}_arms{c[3]}" for c in JUMP_STRADDLE])
-def test_straddling_tiles_promoted_by_jumps_match_reference(bm, bn, stages, arms, monkeypatch):
-    from dgir.emitters.ptx import mma
+def test_straddling_tiles_promoted_by_jumps_match_reference(bm, bn, stages, arms):
     from dgir.ops.fp8_gemm import Fp8GemmConfig
-    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
-    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
+    from dgir.passes.promote_scales import PromoteScales
+    from dgir.pipeline import pipeline
+    passes = [PromoteScales(jump=True, max_arms=arms) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
     m, n, k = 200, 8 * bn, 1024
     kern, (d,), ref = _run_config(m, n, k, Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages),
-                                  f"straddle-jump-test-arms{arms}")
+                                  f"straddle-jump-test-arms{arms}", passes=passes)
     assert "brx.idx" in kern.result.ptx
     _check(d, ref)
 

@@ -209,19 +209,23 @@ def test_cluster_split_k_freeing_the_last_round_arrives_on_exited_ctas():
             run_kernel(broken, {k: v.clone() for k, v in ins.items()}, seed=seed)
 
 
-@pytest.mark.parametrize("arms", [4, 8])
-def test_three_scale_blocks_by_arms_and_by_selects(arms, monkeypatch):
-    """A 176-wide tile crosses up to two B-scale boundaries (8 possible first crossings): the PTX
-    promotion by branch arms (MAX_SPLIT_ARMS >= 8) or by per-group selects is emitted, and the
-    interpreter gives the reference for every tile offset."""
-    import dgir.emitters.ptx.mma as mma
+@pytest.mark.parametrize("arms,jump,form", [(4, False, "selects"), (8, False, "arms"), (4, True, "jump")])
+def test_three_scale_blocks_by_arms_by_selects_and_by_jumps(arms, jump, form):
+    """A 176-wide tile crosses up to two B-scale boundaries (8 possible first crossings): promote_scales
+    writes the promotion's form on each promote (branch arms where max_arms >= 8, else per-group
+    selects or, asked for, indexed jumps), the PTX has it, and the interpreter gives the reference
+    for every tile offset."""
     from dgir.ops.fp8_gemm import b_scale_blocks
-    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
+    from dgir.passes.promote_scales import PromoteScales
     assert b_scale_blocks(176) == 3 and b_scale_blocks(192) == 2 and b_scale_blocks(64) == 1
     cfg = Fp8GemmConfig(n=1408, k=256, block_m=128, block_n=176, stages=2, num_sms=4)
-    kern = run_pipeline(lower(cfg), pipeline("sm90a"))
+    passes = [PromoteScales(jump=jump, max_arms=arms) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+    kern = run_pipeline(lower(cfg), passes)
+    assert {n.get("straddle") for n in kern.walk() if n.op is Op.PROMOTE} == {form}
+    assert kern.get("straddle_promotion").startswith(f"{form}: 8 columns")
     ptx = emit_ptx(kern)
-    assert ("promote_split" in ptx.lower()) == (arms >= 8) and ptx.count("fma.rn.f32") >= 88
+    assert ("promote_split" in ptx.lower()) == (form == "arms") and ("brx.idx" in ptx) == (form == "jump")
+    assert ptx.count("fma.rn.f32") >= 88
     ins = fp8_gemm_inputs(130, 1408, 256, seed=11)
     out = run_kernel(kern, ins)["D"]
     assert calc_diff(out.double(), fp8_gemm_reference(ins["A"], ins["B"], ins["SFA"], ins["SFB"])) < 1e-5

@@ -1,11 +1,12 @@
 """The FP32 promotion's emitted PTX, executed on the CPU at every tile offset.
 
-A tile whose columns straddle 128-column B-scale blocks is promoted in one of three forms (one
-branch arm per possible split column, per-group selects, or indexed jumps: PROMOTE_BY_JUMP);
-which scale each accumulator register gets is decided by control flow the IR interpreter never sees.
-Here the emitter's `_promote` writes its PTX for a tile, and a small interpreter of the instructions
-it uses runs that text for every offset n0 % 128 a tile can start at: each accumulator register must
-get exactly one FFMA, of its own partial, by sfa[row] * sfb[block of its column]."""
+A tile whose columns straddle 128-column B-scale blocks is promoted in one of three forms, which
+promote_scales writes on each `promote` (`straddle`: one branch arm per possible split column,
+per-group selects, or indexed jumps); which scale each accumulator register gets is decided by
+control flow the IR interpreter never sees.  Here the emitter's `_promote` writes its PTX for a
+tile, and a small interpreter of the instructions it uses runs that text for every offset n0 % 128
+a tile can start at: each accumulator register must get exactly one FFMA, of its own partial, by
+sfa[row] * sfb[block of its column]."""
 from __future__ import annotations
 
 import math
@@ -17,7 +18,8 @@ import pytest
 from dgir.emitters.ptx import mma
 from dgir.emitters.ptx.builder import PtxBuilder
 from dgir.emitters.ptx.emit import Emitter
-from dgir.ops.fp8_gemm_config import b_scale_blocks
+from dgir.ops.fp8_gemm_config import b_scale_blocks, straddle_splits
+from dgir.passes.promote_scales import PromoteScales
 
 
 class _Promoting:
@@ -86,10 +88,16 @@ def run_ptx(lines: list[str], regs: dict) -> list[tuple]:
     return fmas
 
 
-def promotion(block_n: int, blocks: int, n0: int) -> list[tuple]:
+def _node(block_n: int, form: str | None):
+    """A promote of a tile of this width, as promote_scales writes it (its `straddle` form)."""
+    attrs = {"straddle": form} if form else {}
+    return SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(b_scale_blocks(block_n))], "n0"),
+                           get=attrs.get)
+
+
+def promotion(block_n: int, form: str | None, n0: int) -> list[tuple]:
     e = _Promoting(block_n)
-    node = SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(blocks)], "n0"))
-    mma._promote(e, node)
+    mma._promote(e, _node(block_n, form))
     return run_ptx(e.b.lines, {"%n0": n0, "%sa0": "sa0", "%sa1": "sa1", "%sb0": "sb0", "%sb1": "sb1", "%sb2": "sb2"})
 
 
@@ -108,29 +116,39 @@ def expected(block_n: int, n0: int) -> list[tuple]:
 WIDTHS = (24, 40, 48, 56, 72, 80, 88, 96, 104, 112, 120, 136, 144, 152, 160, 176, 192, 200)
 
 
-@pytest.mark.parametrize("jump,arms", [(False, 4), (True, 4), (True, 0)], ids=["shipped", "jump", "jumpall"])
+@pytest.mark.parametrize("jump,arms", [(False, 4), (True, 4), (True, 0), (False, 16)],
+                         ids=["shipped", "jump", "jumpall", "arms16"])
 @pytest.mark.parametrize("block_n", WIDTHS)
-def test_every_register_gets_its_blocks_scale_at_every_offset(block_n, jump, arms, monkeypatch):
-    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", jump)
-    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
+def test_every_register_gets_its_blocks_scale_at_every_offset(block_n, jump, arms):
+    form = PromoteScales(jump=jump, max_arms=arms).straddle(block_n)[0]
+    assert (form is None) == (not straddle_splits(block_n))
     for n0 in range(0, 128 // math.gcd(block_n, 128) * block_n, block_n):    # every offset n0 % 128 once
-        assert sorted(promotion(block_n, b_scale_blocks(block_n), n0)) == sorted(expected(block_n, n0)), (block_n, n0)
+        assert sorted(promotion(block_n, form, n0)) == sorted(expected(block_n, n0)), (block_n, n0)
 
 
-@pytest.mark.parametrize("block_n,arms,form", [(136, 4, "jump"), (56, 4, "jump"), (144, 4, "jump"), (152, 4, "jump"), (176, 4, "jump"),
-                                               (96, 4, "arms"), (160, 4, "arms"), (64, 4, "plain"), (96, 0, "jump"),
-                                               (160, 0, "jump"), (200, 0, "jump")])
-def test_which_form_each_width_takes(block_n, arms, form, monkeypatch):
-    """PROMOTE_BY_JUMP takes the widths that would select per group (those reaching a third block
-    too); arms stay where there are few split columns (all of them jump with MAX_SPLIT_ARMS 0:
-    variant jumpall)."""
-    monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", True)
-    monkeypatch.setattr(mma, "MAX_SPLIT_ARMS", arms)
+def test_a_promote_without_its_form_selects():
+    """A promote no pass decided for (a hand-written IR, an ablation's) takes the form that serves
+    every straddle: per-group selects."""
+    for n0 in range(0, 16 * 136, 136):
+        assert sorted(promotion(136, None, n0)) == sorted(expected(136, n0))
+    e = _Promoting(136)
+    mma._promote(e, _node(136, None))
+    assert "selp.f32" in "\n".join(e.b.lines)
+
+
+@pytest.mark.parametrize("block_n,arms,form", [(136, 4, "jump"), (56, 4, "jump"), (144, 4, "jump"), (152, 4, "jump"),
+                                               (176, 4, "jump"), (96, 4, "arms"), (160, 4, "arms"), (64, 4, None),
+                                               (96, 0, "jump"), (160, 0, "jump"), (200, 0, "jump")])
+def test_which_form_each_width_takes(block_n, arms, form):
+    """With jump=True, promote_scales takes the widths that would select per group (those reaching a
+    third block too); arms stay where there are few split columns (all of them jump with max_arms 0:
+    variant jumpall); a width that never straddles has no form.  The emitter writes what it says."""
+    assert PromoteScales(jump=True, max_arms=arms).straddle(block_n)[0] == form
     e = _Promoting(block_n)
-    mma._promote(e, SimpleNamespace(args=("acc", "part", "sfa", *[f"sb{i}" for i in range(b_scale_blocks(block_n))], "n0")))
+    mma._promote(e, _node(block_n, form))
     text = "\n".join(e.b.lines)
     found = ("jump" if "brx.idx" in text else "arms" if "PROMOTE_SPLIT" in text else
-             "selects" if "selp.f32" in text else "plain")
+             "selects" if "selp.f32" in text else None)
     assert found == form
     # the FFMAs written: one copy per arm (and the one-block arm); the jumps' runs hold each group at
     # most twice (a group that can only be in one block, once); otherwise one copy
@@ -138,22 +156,24 @@ def test_which_form_each_width_takes(block_n, arms, form, monkeypatch):
     if form == "jump":
         assert block_n // 2 < count < block_n
     else:
-        assert count == {"arms": len(mma._straddle_splits(block_n)) + 1}.get(form, 1) * block_n // 2
+        assert count == {"arms": len(straddle_splits(block_n)) + 1}.get(form, 1) * block_n // 2
 
 
-def test_the_jump_form_assembles_and_cuts_the_loop(monkeypatch):
+def test_the_jump_form_assembles_and_cuts_the_loop():
     """ptxas takes the indexed jumps (uniform BRXU through a constant-bank table); a 128x136 K block
     then issues ~40 SASS instructions fewer per math warp (its 17 per-group compares and 34 selects
     go; the static count holds both runs' FFMAs, 64 + 64, of which a tile executes 68 / 4 = 17 groups)."""
     from dgir.compiler import compile
     from dgir.loop_mix import k_loop_mix
     from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.pipeline import pipeline
     from dgir.toolchain import disassemble
     cfg = Fp8GemmConfig(n=1472, k=14848, block_m=128, block_n=136, stages=5)
     mixes = {}
     for jump in (False, True):
-        monkeypatch.setattr(mma, "PROMOTE_BY_JUMP", jump)
-        res = compile("fp8_gemm_nt", m=1432, n=1472, k=14848, config=cfg)
+        passes = [PromoteScales(jump=jump) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+        res = compile("fp8_gemm_nt", m=1432, n=1472, k=14848, config=cfg, passes=passes)
+        assert res.ir.get("straddle_promotion").startswith("jump: 16 columns" if jump else "selects: 16 columns")
         assert ("brx.idx" in res.ptx) == jump
         mixes[jump] = k_loop_mix(disassemble(res.cubin), res.ir)
     before, after = mixes[False], mixes[True]

@@ -48,6 +48,11 @@ def test_undefined_name():
     assert "%nope is not defined here at `promote(%acc, %part, %sfa, %nope" in msg
 
 
+def test_promote_straddle_must_be_a_promotion_form():
+    msg = _broken(lambda k: edit(k, is_op(Op.PROMOTE), lambda n: n.with_attrs(straddle="branchy")))
+    assert "straddle='branchy' is not a promotion form (arms / selects / jump) at `promote(%acc" in msg
+
+
 def test_name_from_another_region_is_not_visible():
     # %ctr_tl is defined in the mma region's tile loop; the load region cannot see it
     msg = _broken(lambda k: edit(k, is_op(Op.COMMIT), lambda n: Node(n.op, n.name, ("ab", "ctr_tl"), n.type, n.attrs)))

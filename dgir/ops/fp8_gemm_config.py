@@ -310,6 +310,16 @@ def legal_block_ns(n: int) -> list[int]:
     return out
 
 
+def straddle_splits(block_n: int) -> list[int]:
+    """Where an N tile can cross a 128-row B-scale block: the column 128 - (n0 % 128), for the values
+    n0 % 128 takes (multiples of gcd(BLOCK_N, 128)) that fall inside the tile; [] if no tile straddles.
+    A tile that reaches a third block crosses it 128 columns later."""
+    if block_n % 128 == 0 or 128 % block_n == 0:
+        return []
+    g = math.gcd(block_n, 128)
+    return sorted({128 - r for r in range(0, 128, g) if 128 - r < block_n})
+
+
 def b_scale_blocks(block_n: int) -> int:
     """The most 128-row B-scale blocks one N tile touches (tiles start at multiples of block_n, so
     at offsets n0 % 128 that are multiples of gcd(block_n, 128)).  3 for sizes DeepGEMM rejects

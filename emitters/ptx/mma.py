@@ -3,10 +3,10 @@ or K-major from global memory) and the FP32 promotion (including tiles that stra
 B-scale blocks)."""
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from dgir.ir import DType, Node
+from dgir.ops.fp8_gemm_config import straddle_splits
 
 from .errors import EmitError
 
@@ -149,16 +149,6 @@ def _row_scales(self: Emitter, sfa: str, sb) -> tuple[str, str]:
     return s0, s1
 
 
-def _straddle_splits(block_n: int) -> list[int]:
-    """Where an N tile can cross a 128-row B-scale block: the column 128 - (n0 % 128), for the values
-    n0 % 128 takes (multiples of gcd(BLOCK_N, 128)) that fall inside the tile; [] if no tile straddles.
-    A tile that reaches a third block crosses it 128 columns later."""
-    if block_n % 128 == 0 or 128 % block_n == 0:
-        return []
-    g = math.gcd(block_n, 128)
-    return sorted({128 - r for r in range(0, 128, g) if 128 - r < block_n})
-
-
 def _split_column(self: Emitter, n0) -> str:
     split = self.b.reg()
     self.b(f"and.b32 {split}, {self.val(n0)}, 127;")      # n0 % 128
@@ -180,7 +170,7 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
     if block_n % 128 == 0:          # aligned tiles: columns 128j .. 128j+127 are B-scale block j
         per_block = [first] + [_row_scales(self, sfa, sb) for sb in sbs[1:block_n // 128]]
         return [per_block[_block_of_group(j, len(per_block))] for j in range(ncols // 8)]
-    if not _straddle_splits(block_n):
+    if not straddle_splits(block_n):
         return [first] * (ncols // 8)
     later = [_row_scales(self, sfa, sb) for sb in sbs[1:]]
     split = _split_column(self, n0)
@@ -201,30 +191,24 @@ def _scales(self: Emitter, sfa: str, sbs: list, n0, ncols: int) -> list[tuple[st
     return out
 
 
-MAX_SPLIT_ARMS = 4    # more possible split columns than this: select per column group instead
-# A/B knob (bench/experiments.py variant "jump"): a tile with more possible split columns than
-# MAX_SPLIT_ARMS is promoted by indexed jumps instead of per-group selects: block 0's column groups
-# run from the split down to group 0, block 1's from the split up, each entered by brx.idx at the
-# split (a tile reaching a third block: two more for its groups past 16; bench/TUNING.md step 120)
-PROMOTE_BY_JUMP = False
-
-
 def _promote(self: Emitter, n: Node) -> None:
+    """acc += part * sfa[row] * sfb[block of the column], in the form promote_scales chose for a tile
+    that straddles B-scale blocks (`straddle`: arms, selects or jump; a promote without it selects)."""
     acc, part, sfa, *sbs, n0 = n.args
     A, P = self.tile(acc), self.tile(part)
     b = self.b
-    splits = _straddle_splits(self.k.get("block_n"))
-    if PROMOTE_BY_JUMP and len(splits) > MAX_SPLIT_ARMS:
+    splits = straddle_splits(self.k.get("block_n"))
+    form = n.get("straddle") or "selects"
+    if splits and form == "jump":
         _promote_by_jump(self, A, P, sfa, sbs, n0)
         return
-    if not splits or len(splits) > MAX_SPLIT_ARMS:
+    if not splits or form != "arms":
         scales = _scales(self, sfa, sbs, n0, 2 * len(A))
         for v in range(len(A)):
             b(f"fma.rn.f32 {A[v]}, {P[v]}, {scales[v // 4][(v // 2) % 2]}, {A[v]};")
         return
     # the tile crosses a B-scale block at one of a few columns, fixed for the tile: one branch arm
-    # per split column, in which every column group's scale is known at compile time (measured: the
-    # per-group selects cost 128x192 tiles 20% of their speed)
+    # per split column, in which every column group's scale is known at compile time
     row_scales = [_row_scales(self, sfa, sb) for sb in sbs]
     split = _split_column(self, n0)
     done = b.label("promote_done")
