@@ -10,6 +10,7 @@ from dgir_testlib import (CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, bench_mo
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
+from dgir.ops.fp8_gemm_config import straddle_splits
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
 from dgir.passes import Pass
 from dgir.passes import (allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors,
@@ -110,8 +111,9 @@ def test_promote_scales(cfg):
         assert all(c.get("scale_d") == 0 for c in loop.body if c.op is Op.WGMMA)
 
 
-@pytest.mark.parametrize("block_n,straddles", [(96, True), (160, True), (112, True), (128, False), (64, False)])
-def test_promote_scales_straddling_b_scale_blocks(block_n, straddles):
+@pytest.mark.parametrize("block_n,straddles,form", [(96, True, "arms"), (160, True, "arms"), (112, True, "selects"),
+                                                   (128, False, None), (64, False, None)])
+def test_promote_scales_straddling_b_scale_blocks(block_n, straddles, form):
     cfg = Fp8GemmConfig(n=1536, k=256, block_m=128, block_n=block_n, stages=3)
     k = stage(cfg, "promote_scales")
     loop = k_loops(k)[0]
@@ -121,6 +123,11 @@ def test_promote_scales_straddling_b_scale_blocks(block_n, straddles):
     assert (sb0.args[1], sb1.args[1]) == ("sb_row0", "sb_row1")   # both B-scale rows reach the promotion
     # some tile really straddles a 128-row scale block exactly when 128 % block_n != 0
     assert any((n0 // 128) != ((n0 + block_n - 1) // 128) for n0 in range(0, cfg.n, block_n)) == straddles
+    # the promotion's form, decided here for the emitter: arms up to 4 possible crossing columns
+    # (96: 2, 160: 4), else selects (112: 6); why, on the kernel
+    assert promote.get("straddle") == form and (k.get("straddle_promotion") or None) == (
+        form and f"{form}: {len(straddle_splits(block_n))} columns where a tile can cross a B-scale block"
+        + (" (> 4 arms)" if form == "selects" else ""))
 
 
 def test_promote_scales_without_mma_scaled_is_identity():
