@@ -10,8 +10,8 @@ from dgir_testlib import (CONFIGS, DEFAULT, SM90A_PASSES, SOME_CONFIGS, bench_mo
 
 import dgir
 from dgir.ir import SCALAR_OPS, Node, Op
-from dgir.ops.fp8_gemm_config import straddle_splits
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
+from dgir.ops.fp8_gemm_config import straddle_splits
 from dgir.passes import Pass
 from dgir.passes import (allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors,
                          promote_scales)
