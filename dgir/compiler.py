@@ -27,6 +27,7 @@ class CompileResult:
                        (NVIDIA H200, 132 SMs, M=64)", "nearby (...)", "model (132 SMs)", ...)
     name               the kernel's entry name
     stages             [(stem, Node)]: the IR after the lowering ("00_lower_gemm") and each pass
+                       (.decisions(): the kernel attributes each pass set, its decisions and why)
     ir                 the final IR (the one the emitter read)
     ptx, cubin, sass   emitter output, ptxas output, nvdisasm listing (sass is "" if nvdisasm is absent)
     ascendc            AscendC C++ source (Ascend targets; written as kernel.cpp in the dump)
@@ -79,6 +80,18 @@ class CompileResult:
                              print_ir(ir[after.stem]).splitlines(keepends=True),
                              before.path.name, after.path.name, context)
 
+    def decisions(self) -> list[tuple[str, dict]]:
+        """[(stage stem, {kernel attr: value})]: what each pass recorded on the kernel, in pipeline
+        order (its decision and why, e.g. promote_scales' straddle_promotion, stage_b_scales'
+        b_scales, hint_l2_eviction's l2_hint), read off the stages."""
+        out = []
+        for (_, before), (stem, after) in zip(self.stages, self.stages[1:]):
+            was = before.a
+            changed = {k: v for k, v in after.a.items() if was.get(k) != v}
+            if changed:
+                out.append((stem, changed))
+        return out
+
     def summary(self) -> str:
         cfg = self.config
         lines = [f"kernel   {self.name}  (target {self.target})"]
@@ -87,6 +100,9 @@ class CompileResult:
         if self.config_source:
             lines.append(f"chosen   {self.config_source}")
         lines.append("stages   " + "  ".join(s for s, _ in self.stages))
+        for i, (stem, changed) in enumerate(self.decisions()):
+            said = ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}" for k, v in changed.items())
+            lines.append(f"{'decided' if i == 0 else '':9s}{stem.split('_', 1)[1]}: {said}")
         if self.resources is not None:
             r = self.resources
             lines.append(f"ptxas    {r.registers} registers, {r.spill_stores} B spill stores, "

@@ -106,6 +106,28 @@ def test_compile_without_dump_dir_prints_summary(capsys, emitter):
     assert "config   n=1024, k=640" in out and "dumps" not in out
 
 
+def test_compile_summary_lists_each_pass_decision(capsys):
+    """The `decided` lines: what each pass recorded on the kernel, in pipeline order (read off the
+    stages: CompileResult.decisions()), e.g. a 136-wide tile's promotion form and why."""
+    rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--m", "1432", "--n", "1472", "--k", "14848",
+                       "--config", "block_m=128,block_n=136,stages=5", "--no-assemble")
+    assert rc == 0, err
+    lines = out.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("decided  "))
+    assert lines[first] == ("decided  promote_scales: straddle_promotion='selects: 16 columns where a tile can "
+                            "cross a B-scale block (> 4 arms)'")
+    assert lines[first + 1] == "         stage_b_scales: b_scales='staged by the load role'"
+    assert "         allocate_smem: smem_bytes=208080" in lines
+    from dgir import compile as dgir_compile
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    res = dgir_compile("fp8_gemm_nt", m=1432, n=1472, k=14848, assemble=False,
+                       config=Fp8GemmConfig(n=1472, k=14848, block_m=128, block_n=136, stages=5))
+    decided = dict(res.decisions())
+    assert decided["01_promote_scales"] == {"straddle_promotion": lines[first].split("'")[1]}
+    assert [stem for stem, _ in res.decisions()] == sorted(decided)        # pipeline order
+    assert all(k not in res.stages[0][1].a for changed in decided.values() for k in changed)
+
+
 def test_compile_from_hand_edited_dump(tmp_path, capsys, emitter):
     assert run(capsys, *SMALL, "--dump-dir", tmp_path / "a", "--no-assemble")[0] == 0
     d = kernel_dir(tmp_path / "a")
