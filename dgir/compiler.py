@@ -81,13 +81,27 @@ class CompileResult:
                              before.path.name, after.path.name, context)
 
     def decisions(self) -> list[tuple[str, dict]]:
-        """[(stage stem, {kernel attr: value})]: what each pass recorded on the kernel, in pipeline
-        order (its decision and why, e.g. promote_scales' straddle_promotion, stage_b_scales'
-        b_scales, hint_l2_eviction's l2_hint), read off the stages."""
+        """[(stage stem, {attr: value})]: what each pass recorded on the kernel and on its loops, in
+        pipeline order (its decision and why, e.g. promote_scales' straddle_promotion, stage_b_scales'
+        b_scales, interleave_ffma's interleave on the math K loop: "mma %kbl.interleave"), read off the
+        stages."""
+        from .ir import Op
+
+        def recorded(k: Node) -> dict:
+            out = dict(k.a)
+            for region in k.body:
+                if region.op is not Op.WARPGROUP:
+                    continue
+                role = region.get("roles", ("",))[0]     # a loop by its name in its region's first role
+                for n in region.walk():
+                    if n.op is Op.FOR:
+                        out.update({f"{role} %{n.name}.{a}": v for a, v in n.a.items()})
+            return out
+
         out = []
         for (_, before), (stem, after) in zip(self.stages, self.stages[1:]):
-            was = before.a
-            changed = {k: v for k, v in after.a.items() if was.get(k) != v}
+            was, now = recorded(before), recorded(after)
+            changed = {k: v for k, v in now.items() if was.get(k) != v}
             if changed:
                 out.append((stem, changed))
         return out

@@ -8,6 +8,10 @@ from dgir.ir import SCALAR_OPS, DType, Node, Op, Type
 from . import Pass
 
 REGISTER_RESERVE = 40   # addresses, loop counters, scales, descriptors: registers besides the tiles
+# ... where the loop's promotion is by indexed jumps (promote `straddle="jump"`): it holds no selected
+# scales, and 16 suffice (ptxas 13.0, interleaved: 128x136, 128x144 and its c2A, 192x88 without a
+# spill; with per-group selects 128x144 spilled 104 B; bench/TUNING.md step 120)
+JUMP_REGISTER_RESERVE = 16
 
 
 def buffer(tile: str, index: int) -> str:
@@ -34,8 +38,9 @@ class InterleaveFfma(Pass):
     Within a stage, ops run in the schedule's `order` (in_schedule_order).
 
     Register cost: D - 1 more partials, BLOCK_N/2 f32 registers per thread each.  The pass applies only
-    when acc + D partials + REGISTER_RESERVE fit the math warpgroups' budget (`regs`, else 232) and
-    the ring holds D stages, and records its decision as `interleave` on the loop either way.
+    when acc + D partials + REGISTER_RESERVE (JUMP_REGISTER_RESERVE where the promotion is by indexed
+    jumps) fit the math warpgroups' budget (`regs`, else 232) and the ring holds D stages, and records
+    its decision as `interleave` on the loop either way.
     """
     name = "interleave_ffma"
     unroll = 4          # K blocks per loop iteration where the loop does not say (schedule_mma does)
@@ -97,9 +102,10 @@ class InterleaveFfma(Pass):
         if wgs > 1 and stop - start < self.min_k_blocks:
             return [loop.with_attrs(pipelined=None, interleave=f"skipped: {stop - start} K blocks < {self.min_k_blocks} "
                                                                f"with {wgs} math warpgroups")]
-        if cost + extra + REGISTER_RESERVE > budget:
-            return [loop.with_attrs(pipelined=None,
-                                    interleave=f"skipped: needs {cost + extra + REGISTER_RESERVE} > {budget} registers")]
+        jumps = any(c.op is Op.PROMOTE and c.get("straddle") == "jump" for c in loop.body)
+        reserve = JUMP_REGISTER_RESERVE if jumps else REGISTER_RESERVE
+        if cost + extra + reserve > budget:
+            return [loop.with_attrs(pipelined=None, interleave=f"skipped: needs {cost + extra + reserve} > {budget} registers")]
         for r in carried:
             for buf in range(1, D):
                 new_decls[buffer(r, buf)] = Node(Op.REGS, buffer(r, buf), (), regs[r].type, {})
