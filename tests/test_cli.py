@@ -107,8 +107,8 @@ def test_compile_without_dump_dir_prints_summary(capsys, emitter):
 
 
 def test_compile_summary_lists_each_pass_decision(capsys):
-    """The `decided` lines: what each pass recorded on the kernel, in pipeline order (read off the
-    stages: CompileResult.decisions()), e.g. a 136-wide tile's promotion form and why."""
+    """The `decided` lines: what each pass recorded on the kernel and its loops, in pipeline order
+    (read off the stages: CompileResult.decisions()), e.g. a 136-wide tile's promotion form and why."""
     rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--m", "1432", "--n", "1472", "--k", "14848",
                        "--config", "block_m=128,block_n=136,stages=5", "--no-assemble")
     assert rc == 0, err
@@ -118,6 +118,8 @@ def test_compile_summary_lists_each_pass_decision(capsys):
                             "cross a B-scale block (> 4 arms)'")
     assert lines[first + 1] == "         stage_b_scales: b_scales='staged by the load role'"
     assert "         allocate_smem: smem_bytes=208080" in lines
+    # ... and on its loops, by region role: its selects leave no room for a second partial
+    assert "         interleave_ffma: mma %kbl.interleave='skipped: needs 244 > 232 registers'" in lines
     from dgir import compile as dgir_compile
     from dgir.ops.fp8_gemm import Fp8GemmConfig
     res = dgir_compile("fp8_gemm_nt", m=1432, n=1472, k=14848, assemble=False,
