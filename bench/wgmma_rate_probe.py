@@ -14,6 +14,9 @@ one CTA per SM, that runs `--blocks` K blocks back to back and times them with %
             (the full barrier's wait and the empty one's arrival per block, slot and parity from the
             block counter over an 11-slot ring; the two A-row scales from shared memory and B's from
             global memory, multiplied; both);
+            promote_desc: promote with the wgmma descriptors built each K block from the slot, as
+            dgir builds them (the warpgroup's slab in a regular register, so ptxas moves each into
+            uniform registers: R2UR); promote_all: barriers, scales and descriptors;
             inflight: two accumulators, block j + 1 issued before block j is waited for (four
             blocks an iteration, drained at its end);
             promote: inflight, plus an FFMA per accumulator element into a third set after each
@@ -50,8 +53,9 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     regs = n // 2                              # FP32 accumulator registers of m64nNk32 per thread
     sets = 1 if retire == "wait0" else 2
     promoting = retire.startswith("promote")
-    with_bar = retire in ("promote_bar", "promote_full")
-    with_scales = retire in ("promote_scales", "promote_full")
+    with_bar = retire in ("promote_bar", "promote_full", "promote_all")
+    with_scales = retire in ("promote_scales", "promote_full", "promote_all")
+    with_desc = retire in ("promote_desc", "promote_all")
     bars = B_BASE + n * 128                    # RING full barriers, then RING empty ones
     scales = bars + 16 * RING                  # RING slots of 64 A-scales per warpgroup
     lines = []
@@ -61,7 +65,7 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     emit(".visible .entry probe(.param .u64 out, .param .u32 blocks)\n{")
     emit(f"  .reg .f32 %acc<{sets * regs}>;\n  .reg .f32 %pro<{regs if promoting else 1}>;")
     emit("  .reg .b32 %a<16>;\n  .reg .b32 %r<16>;\n  .reg .b64 %rd<16>;\n  .reg .pred %p<4>;")
-    emit("  .reg .f32 %s<8>;\n  .reg .b32 %q<16>;\n  .reg .b64 %rq<4>;")
+    emit("  .reg .f32 %s<8>;\n  .reg .b32 %q<24>;\n  .reg .b64 %rq<4>;\n  .reg .b64 %rk<8>;")
     emit("  ld.param.u64 %rd0, [out];\n  ld.param.u32 %r0, [blocks];")
     emit("  mov.u32 %r1, %tid.x;\n  shr.u32 %r2, %r1, 7;            // warpgroup")
     emit("  mov.u32 %r3, smem;")
@@ -81,7 +85,7 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
             emit(f"  add.u32 %q0, %r3, {bars + 8 * i};\n  mbarrier.arrive.shared::cta.b64 _, [%q0];")
         emit("BARS_DONE:")
     emit("  fence.proxy.async.shared::cta;\n  bar.sync 0;")
-    # never 0 at run time, unknown to ptxas: keeps computed parities (always 0 here) computed
+    # 0 at run time (blocks < 2^31), unknown to ptxas: keeps computed parities and slot offsets computed
     emit("  shr.u32 %q15, %r0, 31;")
     # descriptors: A slab of this warpgroup, B shared
     emit(f"  mul.lo.u32 %r8, %r2, {A_SLAB};\n  add.u32 %r8, %r8, %r3;")
@@ -114,16 +118,33 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     emit(f"  mad.lo.u32 %q3, %r2, {4 * 64 * RING}, %r3;\n  add.u32 %q3, %q3, {scales};\n  add.u32 %q3, %q3, %q1;")
     emit("  and.b32 %q4, %r1, 31;\n  setp.eq.u32 %p3, %q4, 0;            // lane 0: one arrival per warp")
 
-    def group(s: int):
+    def descriptors(blk: str):
+        """dgir's descriptors of a block's slot, built each K block: the slot from the block counter,
+        its A (this warpgroup's slab) and B addresses, the 14-bit start fields, the K steps' 64-bit
+        adds.  The slot's offset is multiplied by %q15 (0 at run time): the same shared memory, the
+        same instructions.  Returns the A and B descriptors of the four K steps."""
+        emit(f"  rem.u32 %q16, {blk}, {RING};\n  mul.lo.u32 %q16, %q16, %q15;")
+        emit(f"  mad.lo.u32 %q17, %q16, {A_SLAB * 2}, %r8;")
+        emit(f"  mad.lo.u32 %q18, %q16, {n * 128}, %r3;\n  add.u32 %q18, %q18, {B_BASE};")
+        for reg, rk in (("%q17", 0), ("%q18", 1)):
+            emit(f"  shr.u32 {reg}, {reg}, 4;\n  and.b32 {reg}, {reg}, 0x3FFF;\n  or.b32 {reg}, {reg}, 0x00010000;")
+            emit(f"  mov.b64 %rk{rk}, {{{reg}, %r10}};")
+            for j in range(1, 4):
+                emit(f"  add.s64 %rk{rk + 2 * j}, %rk{rk}, {2 * j};")
+        return [f"%rk{2 * j}" for j in range(4)], [f"%rk{2 * j + 1}" for j in range(4)]
+
+    def group(s: int, blk: str | None = None):
         d = "{" + ", ".join(f"%acc{s * regs + i}" for i in range(regs)) + "}"
+        da, db = descriptors(blk) if with_desc and blk else ([f"%rd{1 + 2 * j}" for j in range(4)],
+                                                            [f"%rd{2 + 2 * j}" for j in range(4)])
         emit("  wgmma.fence.sync.aligned;")
         for j in range(4):
-            a = f"%rd{1 + 2 * j}" if operands == "ss" else "{" + ", ".join(f"%a{4 * j + q}" for q in range(4)) + "}"
+            a = da[j] if operands == "ss" else "{" + ", ".join(f"%a{4 * j + q}" for q in range(4)) + "}"
             # a block's first wgmma starts a fresh partial only where the promotion reads it: with
             # nothing reading the accumulators ptxas drops every group but the last as dead (it
             # kept a 64x8x16 placeholder in their place, and the loop ran "faster than the peak")
             fresh = j == 0 and promoting
-            emit(f"  wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {d}, {a}, %rd{2 + 2 * j}, "
+            emit(f"  wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3 {d}, {a}, {db[j]}, "
                  f"{0 if fresh else 1}, 1, 1;")
         emit("  wgmma.commit_group.sync.aligned;")
 
@@ -172,7 +193,7 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
             wait_full("%q12")
             if operands == "rs_lds":
                 load_a()
-            group(s)
+            group(s, "%q12")
             if j:
                 emit(f"  add.u32 %q13, %r13, {j - 1};")
                 load_scales("%q13")
@@ -206,7 +227,7 @@ VARIANTS = [(n, ops, ret, wg) for n, ops, ret, wg in itertools.product(
     if not (n == 256 and ret != "wait0")]       # two 128-register sets do not fit beside the rest
 # dgir's loop around the same wgmmas: its barrier wait and release per block, its scale reads, both
 VARIANTS += [(n, "ss", ret, wg) for n, ret, wg in itertools.product(
-    (64, 128), ("promote_bar", "promote_scales", "promote_full"), (1, 2))]
+    (64, 128), ("promote_bar", "promote_scales", "promote_full", "promote_desc", "promote_all"), (1, 2))]
 
 # the tensor core's rate across widths that are not powers of two (two warpgroups, which reach the
 # peak at N = 64 / 128): whether a width costs its own columns or rounds up to a coarser step (the
