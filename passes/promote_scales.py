@@ -32,9 +32,9 @@ class PromoteScales(Pass):
     is rescaled by s_(k-1) / s_k before each K block.
     """
     name = "promote_scales"
-    # more columns than this where the crossing can be: no branch arms (per-group selects cost 128x192
-    # tiles 20% of their speed, step 12; 8 arms of 88 FFMAs no faster than selects at 128x144 and 16
-    # arms lost to the instruction cache, steps 37 and 40)
+    # more columns than this where the crossing can be: no branch arms (bench/TUNING.md: per-group
+    # selects cost 128x192 tiles 20% of their speed, step 12; 8 arms tied the selects at 128x144,
+    # step 37; 16 arms of 84 FFMAs lost to the instruction cache at 64x168, step 40)
     max_arms = 4
 
     def __init__(self, jump: bool = False, max_arms: int | None = None):
