@@ -88,6 +88,10 @@ VARIANTS = {
     "arms16": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=16)}),
     "jump": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True)}),
     "jumpall": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True, max_arms=0)}),
+    # jumps without the room they leave for the double-buffered partial (interleave_ffma's reserve as
+    # for selects): what the fewer instructions alone do at 128x136 / 128x144 / 192x88
+    "jumpnoil": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True),
+                                       "interleave_ffma": InterleaveFfma(jump_register_reserve=40)}),
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)

@@ -1146,6 +1146,34 @@ def entry_128x136_lines():
             + above_320_change_lines(296, 16, without_128x136(), entry_128x136(), api_spec, tail_pairs=None))
 
 
+def jump_ab_lines():
+    """Spec 297 (step 120): the promotion by indexed jumps against the shipped forms, per cell ABBA (the
+    order flipped from cell to cell): `default` / `jump` at the API's kernels of the select widths (the
+    issue's two 56-column cells among them) and at three shapes' 128x136 (192x96 beside them), with
+    `jumpnoil` (jumps without the interleave their registers now allow) where that differs (ABCCBA);
+    then `default` / `jumpall` (arms too) at 4096x576x7168, 64x2112x7168 and a 128x160 tile."""
+    cells = [("64,7168,2048", "", None, False), ("128,7168,2048", "", None, False), ("128,7168,1024", "", None, False),
+             ("1600,2624,2560", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5", True),
+             ("755,2880,3584", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5", True),
+             ("1044,1856,12800", "bm=128,bn=136,s=5,mt=sh", "bm=192,bn=96,s=5", True),
+             ("1400,1664,4096", "", None, True), ("2560,1280,5120", "", None, False), ("176,11328,15360", "", None, True),
+             ("136,18688,8192", "", None, False), ("472,1088,4096", "", None, False), ("48,2304,7168", "", None, False),
+             ("256,2816,2048", "", None, False), ("1960,896,1024", "", None, False)]
+    out = []
+    for i, (shape, cfg, rival, noil) in enumerate(cells):
+        a, b, c = f"{shape}:{cfg}:default", f"{shape}:{cfg}:jump", f"{shape}:{cfg}:jumpnoil"
+        first = ([b, a] if i % 2 else [a, b]) + ([c] if noil else [])
+        order = first + first[::-1]
+        if rival:
+            order.insert(len(order) // 2, f"{shape}:{rival}:default")
+            order.append(f"{shape}:{rival}:default")
+        out += order
+    for i, (shape, cfg) in enumerate([("4096,576,7168", ""), ("64,2112,7168", ""), ("4225,2112,1536", "bm=128,bn=160,s=4")]):
+        a, b = f"{shape}:{cfg}:default", f"{shape}:{cfg}:jumpall"
+        out += [a, b, b, a] if i % 2 == 0 else [b, a, a, b]
+    return out
+
+
 JUMP_WIDTHS = (56, 72, 88, 104, 112, 120, 136, 144)     # two-block widths that select per group today
 
 
@@ -1324,6 +1352,7 @@ NAMED = {
     "--num-sms": (num_sms_lines, 2),
     "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
     "--entry-128x136": (entry_128x136_lines, 2),
+    "--jump-ab": (jump_ab_lines, 1),
     "--jump-retime": (jump_retime_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1337,12 +1366,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--entries-untimed", "--laggards-270", "--entry-128x160", "--partial-round",
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
-                    "--narrow-cols-nearby", "--entry-128x136", "--jump-retime")
+                    "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
+                    "--jump-retime")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
-                       "--jump-retime")
+                       "--jump-ab", "--jump-retime")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

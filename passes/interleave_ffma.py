@@ -50,10 +50,13 @@ class InterleaveFfma(Pass):
     # tile is only a few K blocks (128x32768x512: 13.3 vs 13.7 us, bench/TUNING.md step 52).  One
     # math warpgroup has nobody to cover its promotion: there the pass always applies.
     min_k_blocks = 5
+    jump_register_reserve = JUMP_REGISTER_RESERVE
 
-    def __init__(self, min_k_blocks: int | None = None):
+    def __init__(self, min_k_blocks: int | None = None, jump_register_reserve: int | None = None):
         if min_k_blocks is not None:
             self.min_k_blocks = min_k_blocks
+        if jump_register_reserve is not None:     # (REGISTER_RESERVE: jumps get no more room than selects)
+            self.jump_register_reserve = jump_register_reserve
 
     def run(self, kernel: Node) -> Node:
         regs = {n.name: n for n in kernel.body if n.op is Op.REGS}
@@ -103,7 +106,7 @@ class InterleaveFfma(Pass):
             return [loop.with_attrs(pipelined=None, interleave=f"skipped: {stop - start} K blocks < {self.min_k_blocks} "
                                                                f"with {wgs} math warpgroups")]
         jumps = any(c.op is Op.PROMOTE and c.get("straddle") == "jump" for c in loop.body)
-        reserve = JUMP_REGISTER_RESERVE if jumps else REGISTER_RESERVE
+        reserve = self.jump_register_reserve if jumps else REGISTER_RESERVE
         if cost + extra + reserve > budget:
             return [loop.with_attrs(pipelined=None, interleave=f"skipped: needs {cost + extra + reserve} > {budget} registers")]
         for r in carried:
