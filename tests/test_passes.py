@@ -15,7 +15,7 @@ from dgir.ops.fp8_gemm_config import straddle_splits
 from dgir.passes import Pass
 from dgir.passes import (allocate_smem, assign_registers, interleave_ffma, prefetch_tma_descriptors,
                          promote_scales)
-from dgir.pipeline import pipeline
+from dgir.pipeline import pipeline, run_pipeline
 
 
 # --- a small FileCheck ---------------------------------------------------------------------------
@@ -330,6 +330,24 @@ def test_interleave_ffma_skips_when_registers_do_not_fit(block_n):
     waits = [c for c in loop.body if c.op is Op.WGMMA_WAIT]
     assert [w.get("pending") for w in waits] == [0]
     assert _issue_count(k, Op.WGMMA) == cfg.k_blocks
+
+
+@pytest.mark.parametrize("block_n,jump,reserve,interleaved", [(144, True, None, True), (136, True, None, True),
+                                                               (144, False, None, False), (136, True, 40, False)])
+def test_interleave_ffma_leaves_room_by_the_promotion_form(block_n, jump, reserve, interleaved):
+    """Promoted by indexed jumps (promote `straddle="jump"`) a tile selects nothing, and the pass
+    keeps 16 registers beside the tiles instead of 40: 128x144 (216 + 16 = 232) and 128x136 are
+    interleaved; with selects, or with the reserve asked back to 40, they are not."""
+    from dgir.passes.interleave_ffma import InterleaveFfma
+    from dgir.passes.promote_scales import PromoteScales
+    cfg = Fp8GemmConfig(n=1536, k=640, block_m=128, block_n=block_n, stages=3)
+    passes = [PromoteScales(jump=jump) if p.name == "promote_scales" else
+              InterleaveFfma(jump_register_reserve=reserve) if p.name == "interleave_ffma" else p
+              for p in pipeline("sm90a")]
+    k = run_pipeline(lower(cfg), passes[:[p.name for p in passes].index("interleave_ffma") + 1])
+    why = {n.get("interleave") for n in k.walk() if n.op is Op.FOR} - {None}     # the math K loop's
+    need = 3 * block_n // 2 + (16 if jump and reserve is None else 40)
+    assert why == {"double_buffer x4" if interleaved else f"skipped: needs {need} > 232 registers"}
 
 
 def test_interleave_ffma_respects_a_smaller_budget():
