@@ -1150,15 +1150,18 @@ def jump_ab_lines():
     """Spec 297 (step 120): the promotion by indexed jumps against the shipped forms, per cell ABBA (the
     order flipped from cell to cell): `default` / `jump` at the API's kernels of the select widths (the
     issue's two 56-column cells among them) and at three shapes' 128x136 (192x96 beside them), with
-    `jumpnoil` (jumps without the interleave their registers now allow) where that differs (ABCCBA);
-    then `default` / `jumpall` (arms too) at 4096x576x7168, 64x2112x7168 and a 128x160 tile."""
+    `jumpnoil` (jumps without the interleave their registers now allow) where that differs (ABCCBA),
+    and three one-warpgroup 64x144 / 64x136 picks; then `default` / `jumpall` (arms too) at
+    4096x576x7168, 64x2112x7168 and a 128x160 tile."""
     cells = [("64,7168,2048", "", None, False), ("128,7168,2048", "", None, False), ("128,7168,1024", "", None, False),
              ("1600,2624,2560", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5", True),
              ("755,2880,3584", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5", True),
              ("1044,1856,12800", "bm=128,bn=136,s=5,mt=sh", "bm=192,bn=96,s=5", True),
              ("1400,1664,4096", "", None, True), ("2560,1280,5120", "", None, False), ("176,11328,15360", "", None, True),
              ("136,18688,8192", "", None, False), ("472,1088,4096", "", None, False), ("48,2304,7168", "", None, False),
-             ("256,2816,2048", "", None, False), ("1960,896,1024", "", None, False)]
+             ("256,2816,2048", "", None, False), ("1960,896,1024", "", None, False),
+             # one-warpgroup 64x144 / 64x136 API picks: 222 / 210 SASS a K block, 162 / 148.5 with jumps
+             ("64,18432,7168", "", None, False), ("320,3584,10240", "", None, False), ("240,4352,6144", "", None, False)]
     out = []
     for i, (shape, cfg, rival, noil) in enumerate(cells):
         a, b, c = f"{shape}:{cfg}:default", f"{shape}:{cfg}:jump", f"{shape}:{cfg}:jumpnoil"
