@@ -65,9 +65,20 @@ def spec_number(path) -> int:
     return int(found[1]) if found else 0
 
 
+# the device every fitted timing comes from: the tuned table's and the model's (dgir/tuned/*.json); a
+# spec run on another card (step 120's lease gave an H100) is kept beside them but never fitted
+DEVICE = "NVIDIA H200"
+
+
+def on_device(path: Path) -> bool:
+    """Whether a result file was timed on DEVICE (files from before the field was written were)."""
+    doc = json.loads(Path(path).read_text())
+    return not isinstance(doc, dict) or (doc.get("device") or DEVICE).startswith(DEVICE)
+
+
 def data_files(exclude: tuple = RULE_SPECS) -> list[Path]:
     raw = [p for p in (ROOT / "raw").glob("tune*_exp.json")
-           if spec_number(p) >= FIRST_SPEC and spec_number(p) not in exclude]
+           if spec_number(p) >= FIRST_SPEC and spec_number(p) not in exclude and on_device(p)]
     return sorted(raw) + [ROOT / "fp8_gemm_nt.json"]
 
 

@@ -1000,10 +1000,10 @@ def changed_untimed_lines(before, after, drawn_at, tail_pairs=TAIL_PAIRS_DRAWN, 
     import glob
     import json
 
-    from fit_model import spec_number
+    from fit_model import on_device, spec_number
     timed = {}
     for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw", "*.json"))):
-        if spec_number(path) >= drawn_at:
+        if spec_number(path) >= drawn_at or not on_device(path):
             continue
         data = json.loads(open(path).read())
         for r in data.get("rows", []) if isinstance(data, dict) else []:

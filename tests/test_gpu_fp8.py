@@ -952,6 +952,7 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
 # steps 82, 85; above M = 128 a straddling carried width moves to 32 or 64 columns; a width whose
 # rounding crossed a round is widened back), an M near
 # measured ones takes their config scaled by the SM load, and the rest keep the model's pick
+TUNED_DEVICE = "NVIDIA H200"     # the device of the shipped tuned table (dgir/tuned/*.json)
 UNMEASURED = [(64, 1664, 7168, "analogous"), (48, 1792, 7168, "analogous"), (128, 4096, 12288, "analogous"),
               (96, 320, 7168, "analogous"), (128, 640, 7168, "analogous"), (64, 6656, 7168, "model"),
               (224, 640, 7168, "analogous"), (288, 704, 7168, "analogous"), (224, 1152, 7168, "analogous"),
@@ -971,6 +972,8 @@ def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k, source)
     choice = deep_gemm._choice("fp8_gemm_nt", m, n, k, properties(dev), dev)
     model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=properties(dev).sms)
     model = settle_m_tail(model, m)      # the API's m_tail for this M (600 = 9 x 64 + 24: shifted)
+    if properties(dev).name != TUNED_DEVICE:
+        source = "model"                 # the measured entries these rules carry are the H200's
     assert choice.source == source, choice.describe()
     assert (choice.config != model) == (source != "model"), (choice.config.kernel_name(), model.kernel_name())
 

@@ -165,7 +165,8 @@ def test_the_jump_form_assembles_and_cuts_the_loop():
     go (the static count holds both runs' FFMAs, 64 + 64, of which a tile executes 68 / 4 = 17
     groups).  And with nothing selected, the promotion needs fewer registers beside the tiles
     (interleave_ffma's JUMP_REGISTER_RESERVE): the double-buffered partial fits, so the promotion
-    overlaps the next K block's wgmma, with no spill."""
+    overlaps the next K block's wgmma, with no spill.  (By default interleave_ffma makes that switch
+    itself where the selects alone leave no room: test_passes.)"""
     from dgir.compiler import compile
     from dgir.ir import Op
     from dgir.loop_mix import k_loop_mix
@@ -174,8 +175,10 @@ def test_the_jump_form_assembles_and_cuts_the_loop():
     from dgir.toolchain import disassemble
     cfg = Fp8GemmConfig(n=1472, k=14848, block_m=128, block_n=136, stages=5)
     mixes, interleave = {}, {}
-    for jump in (False, True):
-        passes = [PromoteScales(jump=jump) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+    from dgir.passes.interleave_ffma import InterleaveFfma
+    for jump in (False, True):       # (the selects as they were: interleave_ffma's switch to jumps off)
+        passes = [PromoteScales(jump=jump) if p.name == "promote_scales" else
+                  InterleaveFfma(switch_to_jumps=False) if p.name == "interleave_ffma" else p for p in pipeline("sm90a")]
         res = compile("fp8_gemm_nt", m=1432, n=1472, k=14848, config=cfg, passes=passes)
         assert res.ir.get("straddle_promotion").startswith("jump: 16 columns" if jump else "selects: 16 columns")
         assert ("brx.idx" in res.ptx) == jump and res.resources.spill_stores == 0

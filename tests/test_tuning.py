@@ -518,29 +518,6 @@ def chooser_before_step_109(monkeypatch):
     monkeypatch.setattr(model, "REFIT", bench_module("random_shapes_specs").refit_108())
 
 
-def test_the_128x136_entry_against_the_committed_head_to_heads(monkeypatch):
-    """Step 120: REFIT's 128x136 entry (0.52, below the formula's 0.5351) moves the API's kernel at
-    18 committed shapes above M = 320; at the 16 where a committed file timed both kernels, the new
-    one took 0.93x the time in geomean, slower at one (808x2368x11264: 192x96 55.9 against 128x136's
-    49.4 us), and the 128x136 picks left are few (`bench/api_regret.py`: losses 63 -> 52)."""
-    from dgir.ops import fp8_gemm_model as model
-    from dgir_testlib import bench_module
-    regret, specs = bench_module("api_regret"), bench_module("random_shapes_specs")
-    shapes = regret.timed_kernels()
-    now = regret.rate(shapes)[2]
-    monkeypatch.setattr(model, "REFIT", specs.without_128x136())
-    before = regret.rate(shapes)[2]
-    moved = {s: (before[s], now[s]) for s in now if now[s] != before[s]}
-    assert len(moved) == 18 and all("bm128_bn136" in old and "bm128_bn136" not in new for old, new in moved.values())
-    ratios = {}
-    for s, (old, new) in moved.items():
-        both = [kernels for _, kernels in shapes[s] if old in kernels and new in kernels]
-        if both:          # the newest file that timed both decides, as api_regret rates
-            ratios[s] = statistics.median(both[-1][new]) / statistics.median(both[-1][old])
-    assert len(ratios) == 16 and statistics.geometric_mean(ratios.values()) < 0.94
-    assert [s for s, r in ratios.items() if r > 1.03] == [(808, 2368, 11264)]
-
-
 def test_partial_round_gain_against_its_held_out_timings():
     """Spec 275 (bench/TUNING.md step 110): 16 random shapes above M = 320 where the partial-round
     gain (0.25, walks of two rounds or more) changes the API's choice: the choice before, the choice

@@ -106,16 +106,11 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     tc_table=((128, 48, 0.36),
                               (64, 64, 0.3723), (64, 128, 0.465), (128, 64, 0.4853), (128, 96, 0.5235),
                               (128, 128, 0.6062), (128, 144, 0.5351), (128, 160, 0.5351), (128, 192, 0.5946),
-                              (192, 64, 0.5339), (192, 128, 0.6668), (256, 128, 0.6683),
-                              # 128x136: the formula's 0.5351 (odd width, straddling B-scale blocks)
-                              # missed its per-column scale selects (173 SASS a K block against
-                              # 128x128's 111, dgir.loop_mix): where it was timed beside other tiles
-                              # (31 shapes above M = 320) another ran faster at 30, and the API's
-                              # 128x136 picks lost at 15 of 22 (bench/api_regret.py).  0.52 is the fit
-                              # objective's optimum; in sample 63 -> 52 losses, the 16 changed picks
-                              # with both timed 0.93x the time (one slower, 1.13x); held out: spec 296
-                              # (bench/TUNING.md step 120)
-                              (128, 136, 0.52)),
+                              (192, 64, 0.5339), (192, 128, 0.6668), (256, 128, 0.6683)),
+                    # (no 128x136 entry: step 120 added one at 0.52 for its select-form kernels, which
+                    # another tile beat at 30 of 31 shapes; held out on an H100 it was neutral, 0.990x
+                    # over 18 shapes, and the kernel it rated is gone: 128x136 now promotes by jumps and
+                    # interleaves, 0.90-0.95x its time; spec 298 re-times it on the H200)
                     tc_scale=0.6062, tc_narrow_exp=0.2566, tc_wide=1.223, tc_wide_odd=0.9787,
                     tc_block_m=((64, 0.675), (128, 1.0), (192, 1.04), (256, 1.158)), tc_straddle=0.8569,
                     tc_straddle_wide=0.902,
