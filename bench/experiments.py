@@ -92,6 +92,9 @@ VARIANTS = {
     # for selects): what the fewer instructions alone do at 128x136 / 128x144 / 192x88
     "jumpnoil": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True),
                                        "interleave_ffma": InterleaveFfma(jump_register_reserve=40)}),
+    # the default before step 120's switch: a selecting loop that does not fit stays unswitched and
+    # uninterleaved (128x136, 128x144, 192x88)
+    "noswitch": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(switch_to_jumps=False)}),
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)

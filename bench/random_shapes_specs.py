@@ -1177,6 +1177,22 @@ def jump_ab_lines():
     return out
 
 
+def switch_ab_lines():
+    """Spec 299 (step 120): interleave_ffma's switch to jumps (the default since spec 297 on an H100)
+    against `noswitch` (the default before it), ABBA per cell, at the five cells where it applies in
+    spec 297 (128x136 at three shapes, 128x144, 192x88), with 192x96 beside the 128x136 ones."""
+    cells = [("1600,2624,2560", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5"),
+             ("755,2880,3584", "bm=128,bn=136,s=5", "bm=192,bn=96,s=5"),
+             ("1044,1856,12800", "bm=128,bn=136,s=5,mt=sh", "bm=192,bn=96,s=5"),
+             ("1400,1664,4096", "bm=128,bn=144,s=5", None), ("176,11328,15360", "bm=192,bn=88,s=5", None)]
+    out = []
+    for i, (shape, cfg, rival) in enumerate(cells):
+        a, b = f"{shape}:{cfg}:noswitch", f"{shape}:{cfg}:default"
+        order = [a, b, b, a] if i % 2 == 0 else [b, a, a, b]
+        out += order + ([f"{shape}:{rival}:default"] * 2 if rival else [])
+    return out
+
+
 JUMP_WIDTHS = (56, 72, 88, 104, 112, 120, 136, 144)     # two-block widths that select per group today
 
 
@@ -1356,6 +1372,7 @@ NAMED = {
     "--narrow-cols-nearby": (narrow_cols_nearby_lines, 2),
     "--entry-128x136": (entry_128x136_lines, 2),
     "--jump-ab": (jump_ab_lines, 1),
+    "--switch-ab": (switch_ab_lines, 2),
     "--jump-retime": (jump_retime_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1370,12 +1387,12 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
-                    "--jump-retime")
+                    "--jump-retime", "--switch-ab")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
-                       "--jump-ab", "--jump-retime")
+                       "--jump-ab", "--jump-retime", "--switch-ab")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
