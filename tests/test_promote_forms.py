@@ -191,3 +191,18 @@ def test_the_jump_form_assembles_and_cuts_the_loop():
     assert before.executed_per_k_block() == before.per_k_block() and after.executed_ffma == 68
     assert after.executed_per_k_block() == after.per_k_block() - 60 <= before.per_k_block() - 40
     assert "68 of the 128 FFMAs run" in after.describe()
+
+
+@pytest.mark.parametrize("m,block_m,block_n", [(1432, 128, 136), (1400, 128, 144), (176, 192, 88)])
+def test_the_default_switch_emits_the_jump_variants_ptx(m, block_m, block_n):
+    """Where a selecting loop fits only without the selects' temporaries, interleave_ffma switches it
+    to jumps: the default kernel's PTX is then byte for byte the `jump` variant's (PromoteScales(jump=
+    True)), which the H100 lease checked against the reference and timed (spec 297)."""
+    from dgir.compiler import compile
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.pipeline import pipeline
+    cfg = Fp8GemmConfig(n=1472, k=14848, block_m=block_m, block_n=block_n, stages=5)
+    default = compile("fp8_gemm_nt", m=m, n=1472, k=14848, config=cfg, assemble=False).ptx
+    jump = [PromoteScales(jump=True) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+    assert "brx.idx" in default and "selp.f32" not in default
+    assert default == compile("fp8_gemm_nt", m=m, n=1472, k=14848, config=cfg, passes=jump, assemble=False).ptx
