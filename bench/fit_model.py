@@ -70,15 +70,14 @@ def spec_number(path) -> int:
 DEVICE = "NVIDIA H200"
 
 
-def on_device(path: Path) -> bool:
-    """Whether a result file was timed on DEVICE (files from before the field was written were)."""
-    doc = json.loads(Path(path).read_text())
+def on_device(doc) -> bool:
+    """Whether a result document was timed on DEVICE (files from before the field was written were)."""
     return not isinstance(doc, dict) or (doc.get("device") or DEVICE).startswith(DEVICE)
 
 
 def data_files(exclude: tuple = RULE_SPECS) -> list[Path]:
     raw = [p for p in (ROOT / "raw").glob("tune*_exp.json")
-           if spec_number(p) >= FIRST_SPEC and spec_number(p) not in exclude and on_device(p)]
+           if spec_number(p) >= FIRST_SPEC and spec_number(p) not in exclude and on_device(json.loads(p.read_text()))]
     return sorted(raw) + [ROOT / "fp8_gemm_nt.json"]
 
 

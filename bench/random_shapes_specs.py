@@ -1003,9 +1003,11 @@ def changed_untimed_lines(before, after, drawn_at, tail_pairs=TAIL_PAIRS_DRAWN, 
     from fit_model import on_device, spec_number
     timed = {}
     for path in sorted(glob.glob(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "raw", "*.json"))):
-        if spec_number(path) >= drawn_at or not on_device(path):
+        if spec_number(path) >= drawn_at:
             continue
         data = json.loads(open(path).read())
+        if not on_device(data):
+            continue
         for r in data.get("rows", []) if isinstance(data, dict) else []:
             if isinstance(r, dict) and all(key in r for key in ("m", "n", "k", "kernel")) and r["m"] > 320:
                 timed.setdefault((r["m"], r["n"], r["k"]), set()).add(r["kernel"])
@@ -1125,7 +1127,9 @@ def narrow_cols_untimed_lines():
 def without_128x136():
     """The package's REFIT without its 128x136 entry (step 120): the formula's 0.5351 for that tile."""
     from dataclasses import replace
-    p = _shipped_refit or __import__("dgir.ops.fp8_gemm_model", fromlist=["REFIT"]).REFIT
+
+    from dgir.ops import fp8_gemm_model as model
+    p = _shipped_refit or model.REFIT
     return replace(p, tc_table=tuple(e for e in p.tc_table if e[:2] != (128, 136)))
 
 
@@ -1193,7 +1197,15 @@ def switch_ab_lines():
     return out
 
 
-JUMP_WIDTHS = (56, 72, 88, 104, 112, 120, 136, 144)     # two-block widths that select per group today
+def _select_widths() -> tuple:
+    """The widths whose tiles promote_scales has select per column group by default and that reach
+    two B-scale blocks at most (56, 72, 88, 104, 112, 120, 136, 144)."""
+    from dgir.ops.fp8_gemm_config import b_scale_blocks
+    from dgir.passes.promote_scales import PromoteScales
+    return tuple(bn for bn in range(8, 257, 8) if PromoteScales().straddle(bn)[0] == "selects" and b_scale_blocks(bn) == 2)
+
+
+JUMP_WIDTHS = _select_widths()
 
 
 def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128, 136), (64, 56), (64, 72),
