@@ -1233,6 +1233,35 @@ def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128,
     return out
 
 
+def jump_wide_ab_lines(seed=300, per_tile=2, tiles=((128, 56), (128, 72), (128, 88), (128, 104), (128, 112),
+                                                     (128, 120), (192, 72), (192, 112), (256, 72), (256, 88),
+                                                     (256, 112))):
+    """Spec 300 (step 121): the promotion by jumps against the selects (the default) at the select-width
+    tiles of two or more math warpgroups that still select (128x136 / 128x144 / 192x88 switch already):
+    committed shapes above M = 320 where the tile was timed, `per_tile` of each of `tiles` drawn with
+    `seed`; per cell `default` / `jump` ABBA (the order flipped from cell to cell) with the fastest other
+    config timed there in the middle (its rank against the jumps)."""
+    from collections import defaultdict
+
+    from fit_model import load_rows
+    best = defaultdict(dict)
+    for m, n, k, c, t in load_rows():
+        if m > 320:
+            group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
+            if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
+                best[(m, n, k)][group] = (t, c)
+    rng = random.Random(seed)
+    out = []
+    for tile in tiles:
+        shapes = sorted(s for s, v in best.items() if tile in v and "other" in v)
+        for m, n, k in sorted(rng.sample(shapes, min(per_tile, len(shapes)))):
+            v = best[(m, n, k)]
+            a, b = api_spec(m, v[tile][1]) + ":default", api_spec(m, v[tile][1]) + ":jump"
+            pair = [a, b] if len(out) % 2 == 0 else [b, a]
+            out += pair + [api_spec(m, v["other"][1]) + ":default"] + pair[::-1]
+    return out
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1386,6 +1415,7 @@ NAMED = {
     "--jump-ab": (jump_ab_lines, 1),
     "--switch-ab": (switch_ab_lines, 2),
     "--jump-retime": (jump_retime_lines, 2),
+    "--jump-wide-ab": (jump_wide_ab_lines, 1),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1399,12 +1429,12 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
-                    "--jump-retime", "--switch-ab")
+                    "--jump-retime", "--switch-ab", "--jump-wide-ab")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
-                       "--jump-ab", "--jump-retime", "--switch-ab")
+                       "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
