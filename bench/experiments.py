@@ -33,6 +33,7 @@ from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
 from dgir.passes.promote_scales import PromoteScales  # noqa: E402
+from dgir.passes.schedule_mma import ScheduleMma  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
 from dgir.passes.stage_first_wave_early import StageFirstWaveEarly  # noqa: E402
 from dgir.passes.uniform_warpgroup_index import UniformWarpgroupIndex  # noqa: E402
@@ -95,6 +96,12 @@ VARIANTS = {
     # the default before step 120's switch: a selecting loop that does not fit stays unswitched and
     # uninterleaved (128x136, 128x144, 192x88)
     "noswitch": lambda: pipeline_with({"interleave_ffma": InterleaveFfma(switch_to_jumps=False)}),
+    # step 121: the next K block's ring wait issued before the current retire (schedule_mma
+    # waits_ahead), where the ring holds a slot more than the blocks in flight
+    "waitahead": lambda: pipeline_with({"schedule_mma": ScheduleMma(waits_ahead=True)}),
+    # ... together with the promotion by jumps at the select widths
+    "waitjump": lambda: pipeline_with({"schedule_mma": ScheduleMma(waits_ahead=True),
+                                       "promote_scales": PromoteScales(jump=True)}),
     "suspend": lambda: None, "suspend1us": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)

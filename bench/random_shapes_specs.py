@@ -1262,6 +1262,31 @@ def jump_wide_ab_lines(seed=300, per_tile=2, tiles=((128, 56), (128, 72), (128, 
     return out
 
 
+WAITS_AHEAD_SHAPES = (
+    # one math warpgroup at mid M, long K: a K block's chain of one warp sets the pace
+    (512, 1024, 7168), (512, 768, 7168), (768, 576, 7168), (896, 576, 7168), (384, 1024, 7168),
+    (256, 2112, 7168), (256, 1536, 7168), (512, 512, 7168), (192, 2112, 7168), (384, 576, 7168),
+    # the issue's small-M cells of one-warpgroup tiles
+    (64, 2112, 7168), (64, 4096, 7168), (64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168),
+    (64, 7168, 16384), (128, 7168, 16384),
+    # two and three math warpgroups, interleaved
+    (512, 4096, 7168), (4096, 576, 7168), (1024, 4096, 7168), (2048, 576, 7168))
+
+
+def waits_ahead_ab_lines():
+    """Spec 301 (step 121): schedule_mma's waits_ahead (variant `waitahead`: the next K block's ring
+    wait before the current retire) against the default, ABBA per cell (the order flipped from cell to
+    cell), at WAITS_AHEAD_SHAPES with the config the API runs there on the H200, spelled out (so an
+    H100 lease times the same kernels)."""
+    from dgir import tuning
+    out = []
+    for i, (m, n, k) in enumerate(WAITS_AHEAD_SHAPES):
+        line = api_spec(m, tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)
+        a, b = line + ":default", line + ":waitahead"
+        out += [a, b, b, a] if i % 2 == 0 else [b, a, a, b]
+    return out
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1416,6 +1441,7 @@ NAMED = {
     "--switch-ab": (switch_ab_lines, 2),
     "--jump-retime": (jump_retime_lines, 2),
     "--jump-wide-ab": (jump_wide_ab_lines, 1),
+    "--waits-ahead-ab": (waits_ahead_ab_lines, 1),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1429,12 +1455,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--partial-round-held-out", "--laggards-277", "--large-m-narrow-n", "--refit-116", "--narrow-cols",
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
-                    "--jump-retime", "--switch-ab", "--jump-wide-ab")
+                    "--jump-retime", "--switch-ab", "--jump-wide-ab",
+                    "--waits-ahead-ab")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
-                       "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab")
+                       "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

@@ -130,19 +130,32 @@ class InterleaveFfma(Pass):
         graph = self.dependencies(loop)
         kb = loop.name
         n = stop - start
+        waits_ahead, ahead_note = self.waits_ahead(loop, staged, graph, D)
 
-        def stage_ops(stage: int, k, buf: int, tag: str, pending: int, issue_tag: str | None = None) -> list[Node]:
+        def stage_ops(stage: int, k, buf: int, tag: str, pending: int, issue_tag: str | None = None,
+                      part: str = "all") -> list[Node]:
             """Clone the ops of one stage for K block `k` (a name or a literal) using buffer `buf`.
-            Stage-1 ops read the values their block's stage-0 instance (`issue_tag`) defined."""
+            Stage-1 ops read the values their block's stage-0 instance (`issue_tag`) defined.
+            `part`: "ahead" clones only the ops marked `ahead` (and the index arithmetic they need),
+            "rest" the others (without the index arithmetic "ahead" already defined)."""
             ops = [c for c in loop.body if c.get("stage") == stage]
-            needed = set()
-            for c in ops:
-                needed |= {d for d in nx.ancestors(graph, id(c))}
-            scalars = [c for c in loop.body if id(c) in needed and c.op in SCALAR_OPS and c.get("stage") is None]
+
+            def scalars_for(group):
+                needed = set()
+                for c in group:
+                    needed |= {d for d in nx.ancestors(graph, id(c))}
+                return [c for c in loop.body if id(c) in needed and c.op in SCALAR_OPS and c.get("stage") is None]
+            scalars = scalars_for(ops)
             rename = {}
             if issue_tag is not None:
                 rename.update({c.name: f"{c.name}_{issue_tag}" for c in loop.body if c.get("stage") == 0 and c.name})
+            # every name of the stage's instance, including those the other part defines
             rename.update({c.name: f"{c.name}_{tag}" for c in scalars + ops if c.name})
+            if part != "all":
+                early = [c for c in ops if c.get("ahead")]
+                early_scalars = scalars_for(early)
+                ops = early if part == "ahead" else [c for c in ops if not c.get("ahead")]
+                scalars = early_scalars if part == "ahead" else [c for c in scalars_for(ops) if c not in early_scalars]
             rename[kb] = k
             for r in carried:
                 rename[r] = buffer(r, buf)
@@ -175,9 +188,18 @@ class InterleaveFfma(Pass):
 
             def retire(r, pending):
                 return stage_ops(1, ks[r], r % D, f"r{r}_{tag}", pending, f"i{r}_{tag}")
+
+            def issue(j, part="all"):
+                return stage_ops(0, ks[j], j % D, f"i{j}_{tag}", 0, part=part)
+            waited = set()      # blocks whose `ahead` ops (their ring wait) were issued early
             for j in range(count):
-                body += stage_ops(0, ks[j], j % D, f"i{j}_{tag}", 0)
+                body += issue(j, "rest") if j in waited else issue(j)
                 if j >= ahead:      # the steady state: D - 1 younger groups stay in flight
+                    if waits_ahead and j + 1 < count:
+                        # the next block's wait before this retire: its latency overlaps the wgmma
+                        # wait rather than following the promotion
+                        body += issue(j + 1, "ahead")
+                        waited.add(j + 1)
                     body += retire(j - ahead, ahead)
             for r in range(max(0, count - ahead), count):     # drain
                 body += retire(r, count - 1 - r)
@@ -188,11 +210,29 @@ class InterleaveFfma(Pass):
             body: list[Node] = []
             group(kb, U, body, literal=False)
             out.append(Node(Op.FOR, kb, (start, start + full * U, U), None,
-                            {"role": role, "interleave": (f"double_buffer x{U}" if D == 2 else f"{D} buffers x{U}") + switched,
+                            {"role": role, "interleave": (f"double_buffer x{U}" if D == 2 else f"{D} buffers x{U}") + switched
+                                                         + ahead_note,
                              "pipelined": True}, body))
         if n % U:
             group(start + full * U, n % U, out, literal=True)
         return out
+
+    def waits_ahead(self, loop: Node, staged: list, graph: nx.DiGraph, D: int) -> tuple[bool, str]:
+        """Whether to issue the next block's `ahead` ops (schedule_mma's `waits_ahead`) before the
+        current retire, and the note for the loop's `interleave` attr.  Block j + 1's wait then comes
+        before block j - D + 1's release, so the ring must hold D + 1 slots (else it would wait on a
+        slot that only that release lets the load role fill: a deadlock); and the early ops may not
+        use a value a later stage-0 op defines."""
+        early = [c for c in staged if c.get("ahead")]
+        if not early:
+            return False, ""
+        waits = [c.args[0] for c in early if c.op is Op.WAIT]
+        if any(self.stages.get(ch, 1) < D + 1 for ch in waits):
+            return False, f", waits in order (ahead needs a ring of >= {D + 1} stages)"
+        late = {id(c) for c in staged if c.get("stage") == 0 and not c.get("ahead")}
+        if any(nx.ancestors(graph, id(c)) & late for c in early):
+            return False, ", waits in order (an early op needs a later one)"
+        return True, ", next wait ahead"
 
     @staticmethod
     def in_schedule_order(loop: Node) -> Node:

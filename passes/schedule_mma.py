@@ -26,11 +26,21 @@ class ScheduleMma(Pass):
     accumulators it rotates through: K blocks in flight + 1, the kernel's `partials`, default 2) and
     `unroll` (K blocks per iteration: 4 for two partials, 4 more for each further one, so that each
     iteration still has blocks in the steady state between filling and draining the groups in flight).
+    With `waits_ahead`, the stage-0 ops up to and including the ring wait (the B-scale loads from global
+    memory and the wait for the slot: nothing that reads the slot) are also marked `ahead=1`: the
+    next block's wait is then issued before the current block's retire (interleave_ffma), so its
+    latency overlaps the wgmma wait instead of sitting between the promotion and the next wgmma.
     Scalar index ops get no stage: the materialising pass recomputes them where they are needed.
     interleave_ffma reads these attrs; a researcher replaces this pass to try another schedule
     without touching the lowering.
     """
     name = "schedule_mma"
+    # off by default: an experiment (bench variant `waitahead`) until the H200 times it
+    waits_ahead = False
+
+    def __init__(self, waits_ahead: bool | None = None):
+        if waits_ahead is not None:
+            self.waits_ahead = waits_ahead
 
     def run(self, kernel: Node) -> Node:
         bn = kernel.get("block_n") or 128
@@ -43,10 +53,14 @@ class ScheduleMma(Pass):
         def visit(n: Node) -> Node:
             if n.op is Op.FOR and any(c.op is Op.WGMMA for c in n.body):
                 body = []
+                ahead = self.waits_ahead and any(c.op is Op.WAIT for c in n.body)
                 for i, c in enumerate(n.body):
                     stage = 0 if c.op in issue else 1 if c.op in RETIRE + ISSUE else None
                     if stage is not None:
-                        c = c.with_attrs(stage=stage, order=i, latency=LATENCY[c.op])
+                        extra = {"ahead": 1} if ahead and stage == 0 else {}
+                        c = c.with_attrs(stage=stage, order=i, latency=LATENCY[c.op], **extra)
+                    if c.op is Op.WAIT:
+                        ahead = False       # what follows the wait reads the slot
                     body.append(c)
                 return n.with_body(body).with_attrs(**loop_schedule)
             return n.with_body(visit(c) for c in n.body) if n.body else n
