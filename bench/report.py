@@ -109,6 +109,12 @@ def targets(doc, floor: dict | None = None) -> str:
         over = [f for f in with_target if f["floor_us"] > f["target_us"]]
         floor_note = (f"; a kernel that only moves the bytes is slower than the 60% time in {len(over)} of "
                       f"{len(with_target)} (`bench/results/memory_floor.json`, step 26)")
+        from target_bounds import bounds, timer_floor_us
+        tf = timer_floor_us()
+        beyond = [c for c in bounds(doc, floor, tf)["cells"] if c.get("target_below_physical_bound")]
+        if beyond:
+            floor_note += (f", and in {len(beyond)} even the timer's empty-kernel floor ({tf:.2f} us) plus the "
+                           f"bytes at the HBM peak exceeds it: no kernel timed this way can meet it there")
     ceiling_note = f" (the no-promotion ceiling, not a correct kernel: {ceiling:.0f} in the same run)" if ceiling else ""
     geo_note = ""
     if floor:       # what 1.4x needs, from the same run and the floors (bench/target_bounds.py)

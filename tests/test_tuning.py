@@ -1018,3 +1018,19 @@ def test_operand_traffic_keeps_explicit_configs_out_of_the_apis_column():
     lines = table(doc).splitlines()
     assert lines[2].startswith("| 128 | 7168 | 2048 | 13.00 | 10.00 |") and lines[2].endswith("| 3.00 | - |")
     assert lines[-1] == "| 128 | 7168 | 2048 | n7168_k2048_bm128_bn56_s8_c4A | 19.50 | 1.500x |"
+
+
+def test_target_bounds_file_is_rebuilt_from_the_committed_measurements():
+    """bench/results/target_bounds.json is what `bench/target_bounds.py --out` makes of the result run,
+    the memory floors and the committed empty-kernel timings; a cell it calls beyond the physical bound
+    needs its 60%-of-copy time under the timer's floor plus its bytes at the HBM peak."""
+    from dgir_testlib import bench_module
+    tb = bench_module("target_bounds")
+    results = ROOT / "bench" / "results"
+    doc = tb.bounds(json.loads((results / "fp8_gemm_nt.json").read_text()),
+                    json.loads((results / "memory_floor.json").read_text()), tb.timer_floor_us())
+    committed = json.loads((results / "target_bounds.json").read_text())
+    assert committed["cells"] == doc["cells"] and committed["timer_floor_us"] == doc["timer_floor_us"]
+    assert 3.0 < doc["timer_floor_us"] < 5.0
+    beyond = [c for c in doc["cells"] if c.get("target_below_physical_bound")]
+    assert beyond and all(c["needed_us_60pct_copy"] < c["physical_bound_us"] < c["ours_us"] for c in beyond)
