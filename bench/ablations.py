@@ -67,7 +67,7 @@ class DetachedPromotion(Pass):
 
     def run(self, kernel: Node) -> Node:
         shadow = []
-        form = PromoteScales().straddle(kernel.get("block_n") or 128)[0]     # the default's form
+        form = PromoteScales().straddle(kernel.get("block_n") or 128, kernel.get("block_m"))[0]  # the default's form
         how = {"role": "mma", **({"straddle": form} if form else {})}
 
         def rewrite(body):

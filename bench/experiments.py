@@ -88,6 +88,8 @@ VARIANTS = {
     "arms4": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=4)}),
     "arms16": lambda: pipeline_with({"promote_scales": PromoteScales(max_arms=16)}),
     "jump": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True)}),
+    # the default before step 121: every tile beyond the arms selects (but interleave_ffma's switch)
+    "nojump": lambda: pipeline_with({"promote_scales": PromoteScales(jump=False)}),
     "jumpall": lambda: pipeline_with({"promote_scales": PromoteScales(jump=True, max_arms=0)}),
     # jumps without the room they leave for the double-buffered partial (interleave_ffma's reserve as
     # for selects): what the fewer instructions alone do at 128x136 / 128x144 / 192x88

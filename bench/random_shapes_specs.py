@@ -1198,11 +1198,12 @@ def switch_ab_lines():
 
 
 def _select_widths() -> tuple:
-    """The widths whose tiles promote_scales has select per column group by default and that reach
-    two B-scale blocks at most (56, 72, 88, 104, 112, 120, 136, 144)."""
+    """The widths whose tiles promote_scales had select per column group by default up to step 120
+    (`jump=False`) and that reach two B-scale blocks at most (56, 72, 88, 104, 112, 120, 136, 144)."""
     from dgir.ops.fp8_gemm_config import b_scale_blocks
     from dgir.passes.promote_scales import PromoteScales
-    return tuple(bn for bn in range(8, 257, 8) if PromoteScales().straddle(bn)[0] == "selects" and b_scale_blocks(bn) == 2)
+    return tuple(bn for bn in range(8, 257, 8) if PromoteScales(jump=False).straddle(bn)[0] == "selects"
+                 and b_scale_blocks(bn) == 2)
 
 
 JUMP_WIDTHS = _select_widths()
@@ -1216,9 +1217,9 @@ def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128,
     of those tiles' entries needs once they no longer select."""
     from collections import defaultdict
 
-    from fit_model import load_rows
+    from fit_model import RULE_SPECS, load_rows
     best = defaultdict(dict)
-    for m, n, k, c, t in load_rows():
+    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(298, 1000))):   # the timings it was drawn on
         if m > 320:
             group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
             if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
@@ -1243,9 +1244,9 @@ def jump_wide_ab_lines(seed=300, per_tile=2, tiles=((128, 56), (128, 72), (128, 
     config timed there in the middle (its rank against the jumps)."""
     from collections import defaultdict
 
-    from fit_model import load_rows
+    from fit_model import RULE_SPECS, load_rows
     best = defaultdict(dict)
-    for m, n, k, c, t in load_rows():
+    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(300, 1000))):   # the timings it was drawn on
         if m > 320:
             group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
             if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
@@ -1259,6 +1260,33 @@ def jump_wide_ab_lines(seed=300, per_tile=2, tiles=((128, 56), (128, 72), (128, 
             a, b = api_spec(m, v[tile][1]) + ":default", api_spec(m, v[tile][1]) + ":jump"
             pair = [a, b] if len(out) % 2 == 0 else [b, a]
             out += pair + [api_spec(m, v["other"][1]) + ":default"] + pair[::-1]
+    return out
+
+
+def jump_rule_held_out_lines(seed=302, per_tile=3, tiles=((128, 104), (128, 112), (128, 120), (192, 104), (192, 112))):
+    """Spec 302 (step 121): promote_scales' jump rule (>= 104 columns on 128 or 192 rows, adopted on
+    spec 300) held out: committed shapes above M = 320 where the tile was timed, other than spec
+    300's, `per_tile` of each of `tiles` drawn with `seed`; per cell `nojump` (the selects, the
+    default before) / `default` ABBA, the order flipped from cell to cell."""
+    from collections import defaultdict
+
+    from fit_model import RULE_SPECS, load_rows
+    spec300 = {tuple(map(int, line.split(":")[0].split(","))) for line in jump_wide_ab_lines()}
+    best = {}
+    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(300, 1000))):   # the timings it was drawn on
+        if m > 320 and (c.block_m, c.block_n) in tiles and (m, n, k) not in spec300:
+            key = (c.block_m, c.block_n, m, n, k)
+            if t < best.get(key, (math.inf, None))[0]:
+                best[key] = (t, c)
+    by_tile = defaultdict(list)
+    for (bm, bn, m, n, k), (t, c) in sorted(best.items()):
+        by_tile[(bm, bn)].append((m, n, k, c))
+    rng = random.Random(seed)
+    out = []
+    for tile in tiles:
+        for m, n, k, c in sorted(rng.sample(by_tile[tile], min(per_tile, len(by_tile[tile]))), key=lambda x: x[:3]):
+            a, b = api_spec(m, c) + ":nojump", api_spec(m, c) + ":default"
+            out += [a, b, b, a] if len(out) % 8 == 0 else [b, a, a, b]
     return out
 
 
@@ -1442,6 +1470,7 @@ NAMED = {
     "--jump-retime": (jump_retime_lines, 2),
     "--jump-wide-ab": (jump_wide_ab_lines, 1),
     "--waits-ahead-ab": (waits_ahead_ab_lines, 1),
+    "--jump-rule-held-out": (jump_rule_held_out_lines, 1),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1456,12 +1485,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab")
+                    "--waits-ahead-ab", "--jump-rule-held-out")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
-                       "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab")
+                       "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
+                       "--jump-rule-held-out")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

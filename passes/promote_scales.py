@@ -24,8 +24,11 @@ class PromoteScales(Pass):
       arms     one branch arm per column the crossing can take (at most `max_arms`), each with every
                column group's scale fixed;
       selects  a compare and two selects per 8-column group, at run time;
-      jump     (opt-in, `jump=True`: bench/TUNING.md step 120) straight runs of FFMAs entered by an
-               indexed jump at the crossing, every scale fixed, the code at most twice the FFMAs.
+      jump     straight runs of FFMAs entered by an indexed jump at the crossing, every scale fixed,
+               the code at most twice the FFMAs (bench/TUNING.md steps 120-121).
+    Beyond `max_arms` split columns the tile jumps where that was measured to pay (`jump=None`, the
+    default: at least JUMP_MIN_BLOCK_N columns on 128 or 192 rows), and selects elsewhere;
+    `jump=True` / `False` makes every such tile jump / select (bench variants `jump`, `nojump`).
 
     Kernels compiled with the opt-in `promotion="rescaled"` get the other algorithm instead
     (passes/rescale_accumulator.py): no partial, the tensor-core accumulator runs over all of K and
@@ -36,29 +39,47 @@ class PromoteScales(Pass):
     # selects cost 128x192 tiles 20% of their speed, step 12; 8 arms tied the selects at 128x144,
     # step 37; 16 arms of 84 FFMAs lost to the instruction cache at 64x168, step 40)
     max_arms = 4
+    # Where the jumps beat the selects on the H200 (spec 300, jump / selects, ABBA): 128x104 0.952 /
+    # 0.955, 128x112 0.928 / 0.916, 128x120 0.936 / 0.929, 192x112 0.937 / 0.928: 8 of 8 faster.  Not
+    # below 104 columns (128x56 1.080 / 1.034, 128x72 1.022 / 1.089, 128x88 0.987 / 1.004: with 7-11
+    # groups the selects cost less than the redirect), nor one math warpgroup (64 rows: up to 1.094,
+    # spec 297) nor 256 rows (two waves share one partial: 256x88 1.040 / 1.023, 256x104 1.036 in spec
+    # 297, 256x112 0.954 / 1.016).  128x136 / 128x144 / 192x88 jump anyway where interleave_ffma's
+    # switch needs it (spec 299 on the H200: the selects 1.06-1.10x the time).
+    jump_min_block_n = 104
+    jump_block_m = (128, 192)
 
-    def __init__(self, jump: bool = False, max_arms: int | None = None):
+    def __init__(self, jump: bool | None = None, max_arms: int | None = None):
         self.jump = jump
         if max_arms is not None:
             self.max_arms = max_arms
 
-    def straddle(self, block_n: int) -> tuple[str | None, str]:
-        """(the promote's `straddle` form, or None for a tile inside one B-scale block; why)."""
+    def straddle(self, block_n: int, block_m: int | None = None) -> tuple[str | None, str]:
+        """(the promote's `straddle` form, or None for a tile inside one B-scale block; why).
+        `block_m` matters to the default rule only (None: as for 128 rows)."""
         splits = straddle_splits(block_n)
         if not splits:
             return None, ""
         where = f"{len(splits)} column{'s' if len(splits) > 1 else ''} where a tile can cross a B-scale block"
         if len(splits) <= self.max_arms:
             return "arms", f"arms: {where}"
-        if self.jump:
-            return "jump", f"jump: {where} (> {self.max_arms} arms)"
-        return "selects", f"selects: {where} (> {self.max_arms} arms)"
+        jump = self.jump
+        if jump is None:
+            jump = block_n >= self.jump_min_block_n and (block_m or 128) in self.jump_block_m
+            rule = (f", >= {self.jump_min_block_n} columns on {block_m or 128} rows" if jump else
+                    f", jumps only from {self.jump_min_block_n} columns on "
+                    f"{' or '.join(map(str, self.jump_block_m))} rows")
+        else:
+            rule = ""
+        if jump:
+            return "jump", f"jump: {where} (> {self.max_arms} arms{rule})"
+        return "selects", f"selects: {where} (> {self.max_arms} arms{rule})"
 
     def run(self, kernel: Node) -> Node:
         if kernel.get("promotion") == "rescaled":
             return RescaleAccumulator().run(kernel)
         part_type = None
-        form, why = self.straddle(kernel.get("block_n") or 128)
+        form, why = self.straddle(kernel.get("block_n") or 128, kernel.get("block_m"))
 
         def rewrite(body):
             nonlocal part_type

@@ -108,24 +108,24 @@ def test_compile_without_dump_dir_prints_summary(capsys, emitter):
 
 def test_compile_summary_lists_each_pass_decision(capsys):
     """The `decided` lines: what each pass recorded on the kernel and its loops, in pipeline order
-    (read off the stages: CompileResult.decisions()), e.g. a 136-wide tile's promotion form and why."""
-    rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--m", "1432", "--n", "1472", "--k", "14848",
-                       "--config", "block_m=128,block_n=136,stages=5", "--no-assemble")
+    (read off the stages: CompileResult.decisions()), e.g. an 88-wide tile's promotion form and why."""
+    rc, out, err = run(capsys, "compile", "fp8_gemm_nt", "--m", "176", "--n", "11328", "--k", "15360",
+                       "--config", "block_m=192,block_n=88,stages=5", "--no-assemble")
     assert rc == 0, err
     lines = out.splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("decided  "))
-    assert lines[first] == ("decided  promote_scales: straddle_promotion='selects: 16 columns where a tile can "
-                            "cross a B-scale block (> 4 arms)'")
+    assert lines[first] == ("decided  promote_scales: straddle_promotion='selects: 10 columns where a tile can "
+                            "cross a B-scale block (> 4 arms, jumps only from 104 columns on 128 or 192 rows)'")
     assert lines[first + 1] == "         stage_b_scales: b_scales='staged by the load role'"
-    assert "         allocate_smem: smem_bytes=208080" in lines
+    assert "         allocate_smem: smem_bytes=218576" in lines
     # ... and on its loops, by region role: its selects leave no room for a second partial, so the
     # K loop is promoted by jumps instead and interleaved
     assert any(line.startswith("         interleave_ffma: mma %kbl.interleave='double_buffer x4 (promotion by jumps: "
                                "selects leave no room)'") for line in lines)
     from dgir import compile as dgir_compile
     from dgir.ops.fp8_gemm import Fp8GemmConfig
-    res = dgir_compile("fp8_gemm_nt", m=1432, n=1472, k=14848, assemble=False,
-                       config=Fp8GemmConfig(n=1472, k=14848, block_m=128, block_n=136, stages=5))
+    res = dgir_compile("fp8_gemm_nt", m=176, n=11328, k=15360, assemble=False,
+                       config=Fp8GemmConfig(n=11328, k=15360, block_m=192, block_n=88, stages=5))
     decided = dict(res.decisions())
     assert decided["01_promote_scales"] == {"straddle_promotion": lines[first].split("'")[1]}
     assert [stem for stem, _ in res.decisions()] == sorted(decided)        # pipeline order

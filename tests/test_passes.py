@@ -111,10 +111,15 @@ def test_promote_scales(cfg):
         assert all(c.get("scale_d") == 0 for c in loop.body if c.op is Op.WGMMA)
 
 
-@pytest.mark.parametrize("block_n,straddles,form", [(96, True, "arms"), (160, True, "arms"), (112, True, "selects"),
-                                                   (128, False, None), (64, False, None)])
-def test_promote_scales_straddling_b_scale_blocks(block_n, straddles, form):
-    cfg = Fp8GemmConfig(n=1536, k=256, block_m=128, block_n=block_n, stages=3)
+@pytest.mark.parametrize("block_m,block_n,straddles,form,rule", [
+    (128, 96, True, "arms", ""), (128, 160, True, "arms", ""),
+    (128, 112, True, "jump", ", >= 104 columns on 128 rows"), (192, 104, True, "jump", ", >= 104 columns on 192 rows"),
+    (128, 88, True, "selects", ", jumps only from 104 columns on 128 or 192 rows"),
+    (64, 112, True, "selects", ", jumps only from 104 columns on 128 or 192 rows"),
+    (256, 112, True, "selects", ", jumps only from 104 columns on 128 or 192 rows"),
+    (128, 128, False, None, ""), (128, 64, False, None, "")])
+def test_promote_scales_straddling_b_scale_blocks(block_m, block_n, straddles, form, rule):
+    cfg = Fp8GemmConfig(n=1536, k=256, block_m=block_m, block_n=block_n, stages=3)
     k = stage(cfg, "promote_scales")
     loop = k_loops(k)[0]
     promote = next(c for c in loop.body if c.op is Op.PROMOTE)
@@ -124,10 +129,11 @@ def test_promote_scales_straddling_b_scale_blocks(block_n, straddles, form):
     # some tile really straddles a 128-row scale block exactly when 128 % block_n != 0
     assert any((n0 // 128) != ((n0 + block_n - 1) // 128) for n0 in range(0, cfg.n, block_n)) == straddles
     # the promotion's form, decided here for the emitter: arms up to 4 possible crossing columns
-    # (96: 2, 160: 4), else selects (112: 6); why, on the kernel
+    # (96: 2, 160: 4), else jumps from 104 columns on 128 or 192 rows (spec 300), else selects; why,
+    # on the kernel
     assert promote.get("straddle") == form and (k.get("straddle_promotion") or None) == (
         form and f"{form}: {len(straddle_splits(block_n))} columns where a tile can cross a B-scale block"
-        + (" (> 4 arms)" if form == "selects" else ""))
+        + (f" (> 4 arms{rule})" if form in ("selects", "jump") else ""))
 
 
 def test_promote_scales_without_mma_scaled_is_identity():
