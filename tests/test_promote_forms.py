@@ -206,3 +206,21 @@ def test_the_default_switch_emits_the_jump_variants_ptx(m, block_m, block_n):
     jump = [PromoteScales(jump=True) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
     assert "brx.idx" in default and "selp.f32" not in default
     assert default == compile("fp8_gemm_nt", m=m, n=1472, k=14848, config=cfg, passes=jump, assemble=False).ptx
+
+
+@pytest.mark.parametrize("m,block_m,block_n", [(1024, 128, 104), (6684, 128, 112), (896, 128, 120), (6684, 192, 112)])
+def test_the_default_rule_emits_the_jump_variants_ptx(m, block_m, block_n):
+    """From 104 columns on 128 or 192 rows promote_scales jumps by default (spec 300): the default
+    kernel's PTX is byte for byte the `jump` variant's (PromoteScales(jump=True)), whose kernels the
+    GPU suite checks against the float64 reference (test_gpu_fp8's promotion-form tests, passed on
+    the H200 at d1fddf2) and spec 300 timed."""
+    from dgir.compiler import compile
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.pipeline import pipeline
+    cfg = Fp8GemmConfig(n=1536, k=7168, block_m=block_m, block_n=block_n, stages=4 if block_m == 192 else 6)
+    default = compile("fp8_gemm_nt", m=m, n=1536, k=7168, config=cfg, assemble=False)
+    jump = [PromoteScales(jump=True) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+    selects = [PromoteScales(jump=False) if p.name == "promote_scales" else p for p in pipeline("sm90a")]
+    assert "brx.idx" in default.ptx and "selp.f32" not in default.ptx
+    assert default.ptx == compile("fp8_gemm_nt", m=m, n=1536, k=7168, config=cfg, passes=jump, assemble=False).ptx
+    assert "selp.f32" in compile("fp8_gemm_nt", m=m, n=1536, k=7168, config=cfg, passes=selects, assemble=False).ptx
