@@ -1290,6 +1290,33 @@ def jump_rule_held_out_lines(seed=302, per_tile=3, tiles=((128, 104), (128, 112)
     return out
 
 
+def as_shipped():
+    """The package's REFIT as it ships (the constants the API runs with)."""
+    from dgir.ops import fp8_gemm_model as model
+    return _shipped_refit or model.REFIT
+
+
+def jump_rated(gain=0.93):
+    """Step 121's candidate: REFIT rating the tiles promote_scales now promotes by indexed jumps
+    (fp8_gemm_config.jumps_by_default) at `gain` times the time of the select-form kernels their
+    entry or factors were fitted on (spec 300: 0.916-0.955 at 104-120 columns; spec 299: 0.91-0.94 at
+    128x136 / 128x144)."""
+    from dataclasses import replace
+    return replace(as_shipped(), tc_jump=gain)
+
+
+def jump_rated_lines(count=16):
+    """Spec 303 (step 121, held out): `count` of the committed shapes above M = 320 where `jump_rated`
+    moves the API to a kernel no result timed there (drawn with seed 303 from the 69 there are; its
+    kernel, then the one before), then `count` random shapes (seed 303) where it changes the API's
+    choice: the choice as shipped, with the candidate, cuBLAS."""
+    untimed = changed_untimed_lines(as_shipped(), jump_rated(), 303, tail_pairs=None)
+    pairs = [untimed[i:i + 2] for i in range(0, len(untimed), 2)]
+    drawn = sorted(random.Random(303).sample(range(len(pairs)), min(count, len(pairs))))
+    return ([line for i in drawn for line in pairs[i]]
+            + above_320_change_lines(303, count, as_shipped(), jump_rated(), api_spec, tail_pairs=None))
+
+
 WAITS_AHEAD_SHAPES = (
     # one math warpgroup at mid M, long K: a K block's chain of one warp sets the pace
     (512, 1024, 7168), (512, 768, 7168), (768, 576, 7168), (896, 576, 7168), (384, 1024, 7168),
@@ -1471,6 +1498,7 @@ NAMED = {
     "--jump-wide-ab": (jump_wide_ab_lines, 1),
     "--waits-ahead-ab": (waits_ahead_ab_lines, 1),
     "--jump-rule-held-out": (jump_rule_held_out_lines, 1),
+    "--jump-rated": (jump_rated_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1485,13 +1513,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
-                       "--jump-rule-held-out")
+                       "--jump-rule-held-out", "--jump-rated")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

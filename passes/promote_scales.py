@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dgir.ir import Node, Op, Type
-from dgir.ops.fp8_gemm_config import straddle_splits
+from dgir.ops.fp8_gemm_config import JUMP_BLOCK_M, JUMP_MIN_BLOCK_N, jumps_by_default, straddle_splits
 
 from . import Pass
 from .rescale_accumulator import RescaleAccumulator
@@ -39,15 +39,9 @@ class PromoteScales(Pass):
     # selects cost 128x192 tiles 20% of their speed, step 12; 8 arms tied the selects at 128x144,
     # step 37; 16 arms of 84 FFMAs lost to the instruction cache at 64x168, step 40)
     max_arms = 4
-    # Where the jumps beat the selects on the H200 (spec 300, jump / selects, ABBA): 128x104 0.952 /
-    # 0.955, 128x112 0.928 / 0.916, 128x120 0.936 / 0.929, 192x112 0.937 / 0.928: 8 of 8 faster.  Not
-    # below 104 columns (128x56 1.080 / 1.034, 128x72 1.022 / 1.089, 128x88 0.987 / 1.004: with 7-11
-    # groups the selects cost less than the redirect), nor one math warpgroup (64 rows: up to 1.094,
-    # spec 297) nor 256 rows (two waves share one partial: 256x88 1.040 / 1.023, 256x104 1.036 in spec
-    # 297, 256x112 0.954 / 1.016).  128x136 / 128x144 / 192x88 jump anyway where interleave_ffma's
-    # switch needs it (spec 299 on the H200: the selects 1.06-1.10x the time).
-    jump_min_block_n = 104
-    jump_block_m = (128, 192)
+    # the default rule (jump=None): fp8_gemm_config.jumps_by_default, where spec 300 measured the
+    # jumps faster (>= 104 columns on 128 or 192 rows).  128x136 / 128x144 / 192x88 jump anyway where
+    # interleave_ffma's switch needs it (spec 299 on the H200: the selects 1.06-1.10x the time).
 
     def __init__(self, jump: bool | None = None, max_arms: int | None = None):
         self.jump = jump
@@ -65,10 +59,9 @@ class PromoteScales(Pass):
             return "arms", f"arms: {where}"
         jump = self.jump
         if jump is None:
-            jump = block_n >= self.jump_min_block_n and (block_m or 128) in self.jump_block_m
-            rule = (f", >= {self.jump_min_block_n} columns on {block_m or 128} rows" if jump else
-                    f", jumps only from {self.jump_min_block_n} columns on "
-                    f"{' or '.join(map(str, self.jump_block_m))} rows")
+            jump = jumps_by_default(block_m or 128, block_n)
+            rule = (f", >= {JUMP_MIN_BLOCK_N} columns on {block_m or 128} rows" if jump else
+                    f", jumps only from {JUMP_MIN_BLOCK_N} columns on {' or '.join(map(str, JUMP_BLOCK_M))} rows")
         else:
             rule = ""
         if jump:

@@ -1034,3 +1034,22 @@ def test_target_bounds_file_is_rebuilt_from_the_committed_measurements():
     assert 3.0 < doc["timer_floor_us"] < 5.0
     beyond = [c for c in doc["cells"] if c.get("target_below_physical_bound")]
     assert beyond and all(c["needed_us_60pct_copy"] < c["physical_bound_us"] < c["ours_us"] for c in beyond)
+
+
+def test_the_jump_rating_touches_the_tiles_promote_scales_takes_to_jumps():
+    """ModelParams.tc_jump (step 121's candidate, spec 303): shipped at 1.0, so no rating changes; a
+    candidate below 1 raises the efficiency of exactly the tiles promote_scales promotes by indexed
+    jumps by default (fp8_gemm_config.jumps_by_default beyond the 4 branch arms), entries included."""
+    from dataclasses import replace
+
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm_config import straddle_splits
+    from dgir.passes.promote_scales import PromoteScales
+    assert model.REFIT.tc_jump == 1.0 and model.FIRST_FIT.tc_jump == 1.0
+    candidate = replace(model.REFIT, tc_jump=0.93)
+    for bm in (64, 128, 192, 256):
+        for bn in range(16, 257, 8):
+            before, after = (model.tc_efficiency(bm, bn, p) for p in (model.REFIT, candidate))
+            jumps = bool(straddle_splits(bn)) and PromoteScales().straddle(bn, bm)[0] == "jump"
+            assert after == pytest.approx(before / 0.93 if jumps else before), (bm, bn)
+    assert model.tc_efficiency(128, 144, candidate) > model.tc_efficiency(128, 144, model.REFIT)   # an entry

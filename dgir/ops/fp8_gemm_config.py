@@ -320,6 +320,20 @@ def straddle_splits(block_n: int) -> list[int]:
     return sorted({128 - r for r in range(0, 128, g) if 128 - r < block_n})
 
 
+# The tiles promote_scales promotes by indexed jumps where it would select per column group (more
+# than its 4 branch arms of split columns): at least JUMP_MIN_BLOCK_N columns on JUMP_BLOCK_M rows.
+# Spec 300 on the H200 (jumps / selects, ABBA): 128x104 0.952 / 0.955, 128x112 0.928 / 0.916, 128x120
+# 0.936 / 0.929, 192x112 0.937 / 0.928; not below 104 columns, one math warpgroup or 256 rows
+# (bench/TUNING.md step 121).
+JUMP_MIN_BLOCK_N = 104
+JUMP_BLOCK_M = (128, 192)
+
+
+def jumps_by_default(block_m: int, block_n: int) -> bool:
+    """Whether promote_scales' default rule takes a selecting tile of this size to indexed jumps."""
+    return block_n >= JUMP_MIN_BLOCK_N and block_m in JUMP_BLOCK_M
+
+
 def b_scale_blocks(block_n: int) -> int:
     """The most 128-row B-scale blocks one N tile touches (tiles start at multiples of block_n, so
     at offsets n0 % 128 that are multiples of gcd(block_n, 128)).  3 for sizes DeepGEMM rejects
