@@ -35,7 +35,9 @@ class ScheduleMma(Pass):
     without touching the lowering.
     """
     name = "schedule_mma"
-    # off by default: an experiment (bench variant `waitahead`) until the H200 times it
+    # off: spec 301 on the H200 (21 cells, ABBA) gave 19 ties and 2 slower (512x4096x7168 128x128
+    # 1.052; 64x144 1.121, where ptxas spills), the one-warpgroup tiles it was for 0.98-1.03
+    # (bench/TUNING.md step 121); bench variant `waitahead`
     waits_ahead = False
 
     def __init__(self, waits_ahead: bool | None = None):
