@@ -1209,17 +1209,15 @@ def _select_widths() -> tuple:
 JUMP_WIDTHS = _select_widths()
 
 
-def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128, 136), (64, 56), (64, 72),
-                                                    (192, 88), (128, 112))):
-    """Spec 298 (step 120; to run only if spec 297 adopts `jump`): committed shapes above M = 320
-    where a tile of a JUMP_WIDTHS width was timed beside others, `per_tile` of each of `tiles` drawn
-    with `seed`: that config under `jump`, the fastest other config timed there: the timings a refit
-    of those tiles' entries needs once they no longer select."""
+def select_width_draws(drawn_before, seed, per_tile, tiles):
+    """Committed shapes above M = 320 (the timings of specs before `drawn_before`) where a tile of a
+    JUMP_WIDTHS width was timed beside other tiles: `per_tile` of each of `tiles` drawn with `seed`, as
+    (m, the tile's fastest config there, the fastest config of any other tile there)."""
     from collections import defaultdict
 
     from fit_model import RULE_SPECS, load_rows
     best = defaultdict(dict)
-    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(298, 1000))):   # the timings it was drawn on
+    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(drawn_before, 1000))):
         if m > 320:
             group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
             if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
@@ -1229,8 +1227,18 @@ def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128,
     for tile in tiles:
         shapes = sorted(s for s, v in best.items() if tile in v and "other" in v)
         for m, n, k in sorted(rng.sample(shapes, min(per_tile, len(shapes)))):
-            v = best[(m, n, k)]
-            out += [api_spec(m, v[tile][1]) + ":jump", api_spec(m, v["other"][1])]
+            out.append((m, best[(m, n, k)][tile][1], best[(m, n, k)]["other"][1]))
+    return out
+
+
+def jump_retime_lines(seed=298, per_tile=3, tiles=((128, 144), (256, 104), (128, 136), (64, 56), (64, 72),
+                                                    (192, 88), (128, 112))):
+    """Spec 298 (step 120; to run only if spec 297 adopts `jump`): `select_width_draws` of `tiles`:
+    that config under `jump`, the fastest other config timed there: the timings a refit of those
+    tiles' entries needs once they no longer select."""
+    out = []
+    for m, cfg, other in select_width_draws(298, seed, per_tile, tiles):
+        out += [api_spec(m, cfg) + ":jump", api_spec(m, other)]
     return out
 
 
@@ -1239,27 +1247,13 @@ def jump_wide_ab_lines(seed=300, per_tile=2, tiles=((128, 56), (128, 72), (128, 
                                                      (256, 112))):
     """Spec 300 (step 121): the promotion by jumps against the selects (the default) at the select-width
     tiles of two or more math warpgroups that still select (128x136 / 128x144 / 192x88 switch already):
-    committed shapes above M = 320 where the tile was timed, `per_tile` of each of `tiles` drawn with
-    `seed`; per cell `default` / `jump` ABBA (the order flipped from cell to cell) with the fastest other
-    config timed there in the middle (its rank against the jumps)."""
-    from collections import defaultdict
-
-    from fit_model import RULE_SPECS, load_rows
-    best = defaultdict(dict)
-    for m, n, k, c, t in load_rows(RULE_SPECS + tuple(range(300, 1000))):   # the timings it was drawn on
-        if m > 320:
-            group = (c.block_m, c.block_n) if c.block_n in JUMP_WIDTHS else "other"
-            if t < best[(m, n, k)].get(group, (math.inf, None))[0]:
-                best[(m, n, k)][group] = (t, c)
-    rng = random.Random(seed)
+    `select_width_draws` of `tiles`; per cell `default` / `jump` ABBA (the order flipped from cell to
+    cell) with the fastest other config timed there in the middle (its rank against the jumps)."""
     out = []
-    for tile in tiles:
-        shapes = sorted(s for s, v in best.items() if tile in v and "other" in v)
-        for m, n, k in sorted(rng.sample(shapes, min(per_tile, len(shapes)))):
-            v = best[(m, n, k)]
-            a, b = api_spec(m, v[tile][1]) + ":default", api_spec(m, v[tile][1]) + ":jump"
-            pair = [a, b] if len(out) % 2 == 0 else [b, a]
-            out += pair + [api_spec(m, v["other"][1]) + ":default"] + pair[::-1]
+    for m, cfg, other in select_width_draws(300, seed, per_tile, tiles):
+        a, b = api_spec(m, cfg) + ":default", api_spec(m, cfg) + ":jump"
+        pair = [a, b] if len(out) % 2 == 0 else [b, a]
+        out += pair + [api_spec(m, other) + ":default"] + pair[::-1]
     return out
 
 

@@ -103,24 +103,22 @@ def targets(doc, floor: dict | None = None) -> str:
     torch_call = f"; torch's own `_scaled_mm` call {ref['scaled_mm_us']:.1f} us on the same host" if ref else ""
     lo, hi, runs, _ = cpu_cold_compile()
     yes = lambda ok: "met" if ok else "**not met**"  # noqa: E731
-    floor_note = ""
-    if floor:
+    floor_note = geo_note = ""
+    if floor:       # what the targets need, from the same run and the floors (bench/target_bounds.py)
+        from target_bounds import bounds, timer_floor_us
         with_target = [f for f in floor["rows"] if f["n"] != 576]
         over = [f for f in with_target if f["floor_us"] > f["target_us"]]
         floor_note = (f"; a kernel that only moves the bytes is slower than the 60% time in {len(over)} of "
                       f"{len(with_target)} (`bench/results/memory_floor.json`, step 26)")
-        from target_bounds import bounds, timer_floor_us
         tf = timer_floor_us()
-        beyond = [c for c in bounds(doc, floor, tf)["cells"] if c.get("target_below_physical_bound")]
+        bound = bounds(doc, floor, tf)
+        beyond = [c for c in bound["cells"] if c.get("target_below_physical_bound")]
         if beyond:
             floor_note += (f", and in {len(beyond)} even the timer's empty-kernel floor ({tf:.2f} us) plus the "
                            f"bytes at the HBM peak exceeds it: no kernel timed this way can meet it there")
-    ceiling_note = f" (the no-promotion ceiling, not a correct kernel: {ceiling:.0f} in the same run)" if ceiling else ""
-    geo_note = ""
-    if floor:       # what 1.4x needs, from the same run and the floors (bench/target_bounds.py)
-        from target_bounds import bounds
-        at_floor = bounds(doc, floor)["geomean_vs_cublas"]["small_m_at_copy_floor"]
+        at_floor = bound["geomean_vs_cublas"]["small_m_at_copy_floor"]
         geo_note = f"; {at_floor:.3f}x if every M <= 128 cell ran at its memory floor (`bench/target_bounds.py`)"
+    ceiling_note = f" (the no-promotion ceiling, not a correct kernel: {ceiling:.0f} in the same run)" if ceiling else ""
     lines = [
         "| issue 4 target | this run | |",
         "|---|---|---|",

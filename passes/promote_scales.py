@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from dgir.ir import Node, Op, Type
-from dgir.ops.fp8_gemm_config import JUMP_BLOCK_M, JUMP_MIN_BLOCK_N, jumps_by_default, straddle_splits
+from dgir.ops.fp8_gemm_config import (JUMP_BLOCK_M, JUMP_MIN_BLOCK_N, PROMOTE_MAX_ARMS, jumps_by_default,
+                                      straddle_splits)
 
 from . import Pass
 from .rescale_accumulator import RescaleAccumulator
@@ -35,10 +36,8 @@ class PromoteScales(Pass):
     is rescaled by s_(k-1) / s_k before each K block.
     """
     name = "promote_scales"
-    # more columns than this where the crossing can be: no branch arms (bench/TUNING.md: per-group
-    # selects cost 128x192 tiles 20% of their speed, step 12; 8 arms tied the selects at 128x144,
-    # step 37; 16 arms of 84 FFMAs lost to the instruction cache at 64x168, step 40)
-    max_arms = 4
+    # more columns than this where the crossing can be: no branch arms (fp8_gemm_config.PROMOTE_MAX_ARMS)
+    max_arms = PROMOTE_MAX_ARMS
     # the default rule (jump=None): fp8_gemm_config.jumps_by_default, where spec 300 measured the
     # jumps faster (>= 104 columns on 128 or 192 rows).  128x136 / 128x144 / 192x88 jump anyway where
     # interleave_ffma's switch needs it (spec 299 on the H200: the selects 1.06-1.10x the time).

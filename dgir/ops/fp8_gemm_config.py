@@ -320,8 +320,12 @@ def straddle_splits(block_n: int) -> list[int]:
     return sorted({128 - r for r in range(0, 128, g) if 128 - r < block_n})
 
 
-# The tiles promote_scales promotes by indexed jumps where it would select per column group (more
-# than its 4 branch arms of split columns): at least JUMP_MIN_BLOCK_N columns on JUMP_BLOCK_M rows.
+# promote_scales writes one branch arm per column where a tile can cross a B-scale block up to this
+# many (bench/TUNING.md: per-group selects cost 128x192 tiles 20% of their speed, step 12; 8 arms tied
+# the selects at 128x144, step 37; 16 arms of 84 FFMAs lost to the instruction cache at 64x168, step 40)
+PROMOTE_MAX_ARMS = 4
+# Beyond them it promotes by indexed jumps where it would otherwise select per column group: at least
+# JUMP_MIN_BLOCK_N columns on JUMP_BLOCK_M rows.
 # Spec 300 on the H200 (jumps / selects, ABBA): 128x104 0.952 / 0.955, 128x112 0.928 / 0.916, 128x120
 # 0.936 / 0.929, 192x112 0.937 / 0.928; not below 104 columns, one math warpgroup or 256 rows
 # (bench/TUNING.md step 121).

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
                        max_stages, three_warpgroup_spill)
-from .fp8_gemm_config import jumps_by_default, straddle_splits
+from .fp8_gemm_config import PROMOTE_MAX_ARMS, jumps_by_default, straddle_splits
 
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
@@ -187,7 +187,8 @@ def params_for(m: int) -> ModelParams:
 def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT, split_k: int = 1,
                   cluster: int = 1) -> float:
     e = _tc_efficiency(block_m, block_n, params, split_k, cluster)
-    if params.tc_jump != 1.0 and len(straddle_splits(block_n)) > 4 and jumps_by_default(block_m, block_n):
+    if (params.tc_jump != 1.0 and len(straddle_splits(block_n)) > PROMOTE_MAX_ARMS
+            and jumps_by_default(block_m, block_n)):
         e /= params.tc_jump
     return e
 
