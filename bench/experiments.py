@@ -32,6 +32,7 @@ from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
+from dgir.passes.prefetch_to_l2 import PrefetchToL2  # noqa: E402
 from dgir.passes.promote_scales import PromoteScales  # noqa: E402
 from dgir.passes.schedule_mma import ScheduleMma  # noqa: E402
 from dgir.passes.stage_b_scales import StageBScales  # noqa: E402
@@ -137,6 +138,13 @@ VARIANTS = {
     "noA": lambda: pipeline_with() + [DropOperandLoads(("A",))],
     "noB": lambda: pipeline_with() + [DropOperandLoads(("B",))],
     "noAB": lambda: pipeline_with() + [DropOperandLoads(("A", "B"))],
+    # B's boxes prefetched to L2 that many K blocks ahead of the load issue (step 122; "all": the
+    # CTA's whole panel before its K loop), "h": with B's L2 evict-first policy, "ab": A's too
+    **{f"l2pf{d}": (lambda d=d: pipeline_with(after={"hint_l2_eviction": PrefetchToL2(distance=d)})) for d in (4, 8, 16, 32)},
+    "l2pfall": lambda: pipeline_with(after={"hint_l2_eviction": PrefetchToL2(distance=1 << 16)}),
+    "l2pf16h": lambda: pipeline_with(after={"hint_l2_eviction": PrefetchToL2(distance=16, hinted=True)}),
+    "l2pfallh": lambda: pipeline_with(after={"hint_l2_eviction": PrefetchToL2(distance=1 << 16, hinted=True)}),
+    "l2pf16ab": lambda: pipeline_with(after={"hint_l2_eviction": PrefetchToL2(distance=16, params=("A", "B"))}),
 }
 
 

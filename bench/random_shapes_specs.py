@@ -1336,6 +1336,24 @@ def waits_ahead_ab_lines():
     return out
 
 
+L2_PREFETCH_VARIANTS = ("default", "l2pf8", "l2pf16", "l2pfall", "l2pf16h", "l2pfallh")
+
+
+def l2_prefetch_lines():
+    """Spec 304 (step 122): B prefetched to L2 ahead of the ring (passes/prefetch_to_l2.py: 8 / 16 K
+    blocks ahead, the whole panel first; "h" with B's evict-first policy) against the default, at the
+    issue's 14 M <= 128 cells with the API's config spelled out; per cell the variants in order then
+    reversed (each variant's two timings straddle the cell's middle)."""
+    from dgir import tuning
+    out = []
+    for m in (64, 128):
+        for n, k in ISSUE_NK:
+            line = api_spec(m, tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)
+            fwd = [f"{line}:{v}" for v in L2_PREFETCH_VARIANTS]
+            out += fwd + fwd[::-1]
+    return out
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1493,6 +1511,7 @@ NAMED = {
     "--waits-ahead-ab": (waits_ahead_ab_lines, 1),
     "--jump-rule-held-out": (jump_rule_held_out_lines, 1),
     "--jump-rated": (jump_rated_lines, 2),
+    "--l2-prefetch": (l2_prefetch_lines, 1),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1507,13 +1526,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
-                       "--jump-rule-held-out", "--jump-rated")
+                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

@@ -77,6 +77,7 @@ class Op(enum.Enum):
                                  # (a CTA must not exit while a cluster peer may still arrive on its barriers)
     # memory
     PREFETCH_TMAP = "prefetch_tmap"
+    TMA_PREFETCH = "tma_prefetch"  # a box of a param into L2 only (no shared memory, no barrier); args: param, coords
     TMA_LOAD = "tma_load"        # args: channel, counter, ring, param, coords (innermost first);
                                  # attr multicast=C: one more arg, the part p: the box is 1/C of the slot's
                                  # rows and lands at rows p*box of the slot in all C CTAs of the cluster
@@ -169,7 +170,7 @@ SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD,
 ROLES = ("load", "mma", "store", "other")
 # ops that read or write global memory other than the kernel's own trace buffer: under programmatic
 # dependent launch each must come after its region's grid_wait (verifier)
-GLOBAL_ACCESS = {Op.TMA_LOAD, Op.STAGE_SCALE, Op.LOAD_SCALE, Op.LOAD_ROW_SCALES, Op.TMA_STORE, Op.STORE_DIRECT, Op.SPLIT_STORE,
+GLOBAL_ACCESS = {Op.TMA_LOAD, Op.TMA_PREFETCH, Op.STAGE_SCALE, Op.LOAD_SCALE, Op.LOAD_ROW_SCALES, Op.TMA_STORE, Op.STORE_DIRECT, Op.SPLIT_STORE,
                  Op.SPLIT_ARRIVE, Op.SPLIT_REDUCE, Op.SPLIT_PEEK, Op.SPLIT_GATHER, Op.SPLIT_RESET, Op.PARTIAL_REDUCE}
 
 

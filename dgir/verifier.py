@@ -19,7 +19,7 @@ L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_uncha
 STRADDLE_FORMS = (None, "arms", "selects", "jump")
 
 # which role may issue which op (ops not listed may appear in any role)
-ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load",
+ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCALE: "load", Op.TMA_LOAD: "load", Op.PREFETCH_TMAP: "load", Op.TMA_PREFETCH: "load",
            Op.WAIT: "mma", Op.RELEASE: "mma", Op.WGMMA: "mma", Op.WGMMA_WAIT: "mma", Op.MMA_SCALED: "mma",
            Op.PROMOTE: "mma", Op.SMEM_READ: "mma", Op.LOAD_ROW_SCALES: "mma", Op.RESCALE: "mma", Op.APPLY_SCALE: "mma",
            Op.TMA_STORE: "store", Op.STAGE_OUT: "store", Op.TMA_STORE_WAIT: "store",
@@ -27,7 +27,7 @@ ROLE_OF = {Op.ACQUIRE: "load", Op.COMMIT: "load", Op.DRAIN: "load", Op.STAGE_SCA
            Op.STORE_DIRECT: "store", Op.PARTIAL_PUBLISH: "store", Op.PARTIAL_REDUCE: "store", Op.PARTIAL_RECLAIM: "store"}
 ARITY = {Op.ACQUIRE: 2, Op.COMMIT: 2, Op.DRAIN: 2, Op.STAGE_SCALE: 7, Op.SMEM_SCALAR: 3, Op.WAIT: 2, Op.RELEASE: 2, Op.TMA_LOAD: 6, Op.WGMMA: 4,
          Op.PROMOTE: 6, Op.MMA_SCALED: 8, Op.RESCALE: 6, Op.APPLY_SCALE: 2, Op.SMEM_READ: 3, Op.LOAD_ROW_SCALES: 5, Op.STAGE_OUT: 2, Op.TMA_STORE: 4,
-         Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.FOR: 3, Op.IF: 1,
+         Op.LOAD_SCALE: 3, Op.ZERO: 1, Op.PREFETCH_TMAP: 1, Op.TMA_PREFETCH: 3, Op.FOR: 3, Op.IF: 1,
          Op.SPLIT_STORE: 5, Op.SPLIT_REDUCE: 4, Op.SPLIT_GATHER: 5, Op.SPLIT_PEEK: 3, Op.SPLIT_RESET: 2, Op.STORE_DIRECT: 4,
          Op.TIMESTAMP: 1, Op.GRID_WAIT: 0, Op.LAUNCH_DEPENDENTS: 0, Op.PARTIAL_PUBLISH: 3, Op.PARTIAL_REDUCE: 6, Op.PARTIAL_RECLAIM: 2}
 
@@ -156,8 +156,13 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             err(n, f"only the {need} role may issue {n.op.value} (this op is tagged {role!r})")
         if n.op in SCALAR_OPS and (n.type is None or n.type.shape):
             err(n, f"{n.op.value} must produce a scalar")
-        if n.op in (Op.TMA_LOAD, Op.TMA_STORE) and n.get("l2") not in L2_PRIORITIES:
+        if n.op in (Op.TMA_LOAD, Op.TMA_STORE, Op.TMA_PREFETCH) and n.get("l2") not in L2_PRIORITIES:
             err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority ({' / '.join(L2_PRIORITIES[1:])})")
+        if n.op is Op.TMA_PREFETCH and n.args:
+            if kinds.get(n.args[0]) is not Op.PARAM or decls[n.args[0]].get("box") is None:
+                err(n, f"%{n.args[0]} is not a TMA-described param")
+            if n.get("l2_if") is not None and n.get("l2_if") not in scope:
+                err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
         if n.op in (Op.TMA_LOAD,):
             ch, _, ring, param = n.args[:4]
             if kinds.get(ch) is not Op.CHANNEL or ring not in decls.get(ch, n).args:

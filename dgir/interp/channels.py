@@ -52,6 +52,8 @@ class ChannelOps:
         c = [self._int(t, x) for x in coords]
         if len(c) != src.dim():
             raise InterpError(f"tma_load: {len(c)} coordinates for a rank-{src.dim()} param %{param}")
+        if param in self.prefetched_params:
+            self.loaded_boxes[(t.cta.block_id, param, tuple(c))] += 1
         check_box_start(c, src, "tma_load", param)
         if slot_t.dim() > src.dim():
             raise InterpError(f"tma_load: slot {tuple(slot_t.shape)} has a higher rank than %{param}")
@@ -211,6 +213,20 @@ class ChannelOps:
     # --- memory ---------------------------------------------------------------------------------
     def _no_effect(self, t: _Task, n: Node):
         return None
+
+    def _tma_prefetch(self, t: _Task, n: Node):
+        """L2 only: nothing in the CTA changes; the box is recorded for prefetch_misses."""
+        param, *coords = n.args
+        if param not in self.tensors:
+            raise InterpError(f"tma_prefetch of unknown param %{param}")
+        c = [self._int(t, x) for x in coords]
+        if len(c) != self.tensors[param].dim():
+            raise InterpError(f"tma_prefetch: {len(c)} coordinates for a rank-{self.tensors[param].dim()} param %{param}")
+        check_box_start(c, self.tensors[param], "tma_prefetch", param)
+        key = (t.cta.block_id, param, tuple(c))
+        self.prefetched[key] += 1
+        if self.loaded_boxes[key]:
+            self.late_prefetches.add(key)
 
     def _prefetch(self, t: _Task, n: Node):
         if not n.args or n.args[0] not in self.params:

@@ -2,6 +2,8 @@
 scalars and dispatches every other op to its handler (channels.py, epilogue.py, mma.py)."""
 from __future__ import annotations
 
+from collections import Counter
+
 import random
 import re
 
@@ -66,6 +68,12 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
         self._bind(inputs)
         self.cluster = kernel.get("cluster") or 1
         self.partial_loads: dict[str, int] = {}     # param -> TMA boxes partly past its ends
+        # prefetch_to_l2's contract, per CTA: every box of a prefetched param that the CTA loads was
+        # prefetched by it exactly once, and it prefetched nothing else ((block, param, coords) -> count)
+        self.prefetched_params = {n.args[0] for n in kernel.walk() if n.op is Op.TMA_PREFETCH and n.args}
+        self.prefetched: Counter = Counter()
+        self.loaded_boxes: Counter = Counter()
+        self.late_prefetches: set = set()
         # a fill is complete when the commit arrived and every ring the channel's loads write is whole
         loaded = {(ch, ring) for ring, (ch, _, _) in async_filled_rings(kernel).items()}
         self.fill_elems: dict[str, int] = {}
@@ -79,7 +87,7 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
         self.handlers = {
             Op.ACQUIRE: self._acquire, Op.COMMIT: self._commit, Op.WAIT: self._wait,
             Op.RELEASE: self._release, Op.DRAIN: self._drain, Op.STAGE_SCALE: self._stage_scale,
-            Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load,
+            Op.PREFETCH_TMAP: self._prefetch, Op.TMA_LOAD: self._tma_load, Op.TMA_PREFETCH: self._tma_prefetch,
             Op.TMA_STORE: self._tma_store, Op.TMA_STORE_WAIT: self._tma_store_wait,
             Op.SMEM_READ: self._smem_read, Op.LOAD_ROW_SCALES: self._load_row_scales,
             Op.STAGE_OUT: self._stage_out, Op.SYNC: self._sync, Op.TURN: self._turn,
@@ -167,6 +175,26 @@ class _Machine(ChannelOps, EpilogueOps, MathOps):
         for b in range(0, self.grid, self.cluster):
             self._run_cluster(range(b, b + self.cluster))
         return {name: self.tensors[name] for name in self.outputs}
+
+    def prefetch_misses(self) -> list[str]:
+        """Where a CTA's L2 prefetches (tma_prefetch) break prefetch_to_l2's contract: a box prefetched
+        more than once, prefetched but never loaded by that CTA, or prefetched only after its load."""
+        out = []
+        for key in sorted(self.prefetched):
+            block, param, coords = key
+            loaded = self.loaded_boxes[key]
+            if self.prefetched[key] > 1:
+                out.append(f"CTA {block}: %{param} box at {list(coords)} prefetched {self.prefetched[key]}x")
+            if not loaded:
+                out.append(f"CTA {block}: %{param} box at {list(coords)} prefetched, never loaded")
+            elif key in self.late_prefetches:
+                out.append(f"CTA {block}: %{param} box at {list(coords)} prefetched after its load")
+        return out
+
+    def unprefetched_loads(self) -> int:
+        """Loads of a prefetched param whose box the CTA had not prefetched (by design each K loop's
+        first min(ring, distance) blocks: their loads go out at once)."""
+        return sum(1 for key in self.loaded_boxes if key not in self.prefetched)
 
     def _tick(self):
         self.steps += 1
@@ -483,9 +511,13 @@ def run_kernel(kernel: Node, inputs: dict[str, torch.Tensor], grid: int | None =
     run one after another (default min(#tiles, num_sms)); `seed` drives the interleaving of tasks and
     the landing of asynchronous copies.  Raises InterpError / DeadlockError / RaceError.  `stats`, when
     given, receives "partial_loads": {param: TMA loads whose box lies partly outside the tensor}
-    (the rows past the end that TMA zero-fills)."""
+    (the rows past the end that TMA zero-fills), "prefetch_misses" (`_Machine.prefetch_misses`:
+    empty when each CTA's L2 prefetches are boxes it loads later, once each) and
+    "unprefetched_loads" (loads of a prefetched param without a prefetch before them)."""
     machine = _Machine(kernel, inputs, grid, seed, max_steps)
     out = machine.run()
     if stats is not None:
         stats["partial_loads"] = dict(machine.partial_loads)
+        stats["prefetch_misses"] = machine.prefetch_misses()
+        stats["unprefetched_loads"] = machine.unprefetched_loads()
     return out

@@ -147,20 +147,33 @@ def _tma_load(self: Emitter, n: Node) -> None:
         b(f"mov.b16 {mask}, {(1 << mc) - 1};")
         mc_part, mask = ".multicast::cluster", f", {mask}"
     insn = f"cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes{mc_part}"
+    _issue_with_l2_policy(self, n, insn, f"[{dst}], {coords}{mask}")
+
+
+def _issue_with_l2_policy(self: Emitter, n: Node, insn: str, operands: str) -> None:
+    """`insn operands;`, or with the L2 eviction policy that n's `l2` names (hint_l2_eviction), made at
+    the top of the region.  With `l2_if` the hinted form is issued only while that predicate holds,
+    the plain form otherwise: a load with an evict_normal policy is not the same as one without a
+    hint (spec 106: up to 17% slower)."""
+    b = self.b
     if not n.get("l2"):
-        b(f"{insn} [{dst}], {coords}{mask};")
+        b(f"{insn} {operands};")
         return
-    # an L2 eviction policy (hint_l2_eviction), made at the top of the region.  With `l2_if` the
-    # hinted form is issued only while that predicate holds, the plain form otherwise: a load with
-    # an evict_normal policy is not the same as one without a hint (spec 106: up to 17% slower)
-    hinted = f"{insn}.L2::cache_hint [{dst}], {coords}{mask}, {self.policies[n.get('l2')]};"
+    hinted = f"{insn}.L2::cache_hint {operands}, {self.policies[n.get('l2')]};"
     if not n.get("l2_if"):
         b(hinted)
         return
     p = b.reg("pred")
     b(f"setp.ne.u32 {p}, {self.val(n.get('l2_if'))}, 0;")
     b(f"@{p} {hinted}")
-    b(f"@!{p} {insn} [{dst}], {coords}{mask};")
+    b(f"@!{p} {insn} {operands};")
+
+
+def _tma_prefetch(self: Emitter, n: Node) -> None:
+    """A box into L2 only: no shared memory, no barrier, nothing waits for it (prefetch_to_l2)."""
+    param, c0, c1 = n.args
+    _issue_with_l2_policy(self, n, "cp.async.bulk.prefetch.tensor.2d.L2.global",
+                          f"[{self.tmap(param)}, {{{self.val(c0)}, {self.val(c1)}}}]")
 
 
 def _prefetch(self: Emitter, n: Node) -> None:

@@ -13,7 +13,7 @@ from dgir.verifier import REGISTER_FILE
 
 from .arith import emit_udiv, emit_urem
 from .builder import PtxBuilder
-from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _wait
+from .channels import _acquire, _commit, _drain, _global_scalar, _prefetch, _release, _stage_scale, _tma_load, _tma_prefetch, _wait
 from .epilogue import _stage_out, _store_direct, _sync, _tma_store, _tma_store_wait
 from .split import _split_arrive, _split_gather, _split_peek, _split_reduce, _split_reset, _split_store
 from .errors import EmitError
@@ -280,7 +280,7 @@ class Emitter:
         b(f"shl.b32 {self.col0}, {self.col0}, 1;")
         # L2 cache policies the region's TMA loads and stores ask for (attr `l2`), made once
         self.policies = {}
-        for kind in sorted({n.get("l2") for n in r.walk() if n.op in (Op.TMA_LOAD, Op.TMA_STORE) and n.get("l2")}):
+        for kind in sorted({n.get("l2") for n in r.walk() if n.op in (Op.TMA_LOAD, Op.TMA_STORE, Op.TMA_PREFETCH) and n.get("l2")}):
             self.policies[kind] = b.reg("b64")
             b(f"createpolicy.fractional.L2::{kind}.b64 {self.policies[kind]}, 1.0;")
         init_first_flags(self, r)
@@ -414,7 +414,7 @@ def _launch_dependents(self: Emitter, n: Node) -> None:
 EMIT = {op: _scalar for op in SCALAR_OPS}
 EMIT.update({Op.FOR: _for, Op.IF: _if, Op.GRID_WAIT: _grid_wait, Op.LAUNCH_DEPENDENTS: _launch_dependents,
              Op.ACQUIRE: _acquire, Op.COMMIT: _commit, Op.WAIT: _wait, Op.RELEASE: _release, Op.DRAIN: _drain,
-             Op.TMA_LOAD: _tma_load, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
+             Op.TMA_LOAD: _tma_load, Op.TMA_PREFETCH: _tma_prefetch, Op.PREFETCH_TMAP: _prefetch, Op.STAGE_SCALE: _stage_scale,
              Op.ZERO: _zero, Op.SMEM_READ: _smem_read, Op.LOAD_ROW_SCALES: _load_row_scales,
              Op.WGMMA: _wgmma, Op.WGMMA_WAIT: _wgmma_wait,
              Op.PROMOTE: _promote, Op.SCALE: _scale, Op.RESCALE: _rescale, Op.APPLY_SCALE: _apply_scale, Op.TURN: _turn,
