@@ -1296,7 +1296,15 @@ def jump_rated(gain=0.93):
     entry or factors were fitted on (spec 300: 0.916-0.955 at 104-120 columns; spec 299: 0.91-0.94 at
     128x136 / 128x144)."""
     from dataclasses import replace
-    return replace(as_shipped(), tc_jump=gain)
+    return replace(as_shipped(), tc_jump=gain, tc_jump_wide=gain)
+
+
+def jump_rated_wide(gain=0.93):
+    """Step 122's candidate after spec 303: only the jump tiles wider than 128 columns (128x136,
+    128x144) rated at `gain` (in spec 303 they replaced 96-wide and 256x128 picks at 0.78-1.07x the
+    time, while 128x104 / 128x112 in place of 128x128 lost at 1.02-1.09x, except at N = 320)."""
+    from dataclasses import replace
+    return replace(as_shipped(), tc_jump_wide=gain)
 
 
 def jump_rated_lines(count=16):
@@ -1309,6 +1317,17 @@ def jump_rated_lines(count=16):
     drawn = sorted(random.Random(303).sample(range(len(pairs)), min(count, len(pairs))))
     return ([line for i in drawn for line in pairs[i]]
             + above_320_change_lines(303, count, as_shipped(), jump_rated(), api_spec, tail_pairs=None))
+
+
+def jump_rated_wide_lines(count=12):
+    """Spec 305 (step 122, held out): as spec 303 for `jump_rated_wide` (seed 305): `count` committed
+    shapes where it moves the API to a kernel no result timed there, then `count` random shapes above
+    M = 320 where it changes the API's choice."""
+    untimed = changed_untimed_lines(as_shipped(), jump_rated_wide(), 305, tail_pairs=None)
+    pairs = [untimed[i:i + 2] for i in range(0, len(untimed), 2)]
+    drawn = sorted(random.Random(305).sample(range(len(pairs)), min(count, len(pairs))))
+    return ([line for i in drawn for line in pairs[i]]
+            + above_320_change_lines(305, count, as_shipped(), jump_rated_wide(), api_spec, tail_pairs=None))
 
 
 WAITS_AHEAD_SHAPES = (
@@ -1512,6 +1531,7 @@ NAMED = {
     "--jump-rule-held-out": (jump_rule_held_out_lines, 1),
     "--jump-rated": (jump_rated_lines, 2),
     "--l2-prefetch": (l2_prefetch_lines, 1),
+    "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
 
@@ -1526,13 +1546,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
-                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch")
+                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

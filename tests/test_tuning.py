@@ -1037,19 +1037,24 @@ def test_target_bounds_file_is_rebuilt_from_the_committed_measurements():
 
 
 def test_the_jump_rating_touches_the_tiles_promote_scales_takes_to_jumps():
-    """ModelParams.tc_jump (step 121's candidate, spec 303): shipped at 1.0, so no rating changes; a
-    candidate below 1 raises the efficiency of exactly the tiles promote_scales promotes by indexed
-    jumps by default (fp8_gemm_config.jumps_by_default beyond the 4 branch arms), entries included."""
+    """ModelParams.tc_jump / tc_jump_wide (step 121-122's candidates, specs 303 and 305): shipped at
+    1.0, so no rating changes; a candidate below 1 raises the efficiency of exactly the tiles
+    promote_scales promotes by indexed jumps by default (fp8_gemm_config.jumps_by_default beyond the
+    4 branch arms), entries included: tc_jump those narrower than 128 columns, tc_jump_wide the wider."""
     from dataclasses import replace
 
     from dgir.ops import fp8_gemm_model as model
     from dgir.ops.fp8_gemm_config import straddle_splits
     from dgir.passes.promote_scales import PromoteScales
-    assert model.REFIT.tc_jump == 1.0 and model.FIRST_FIT.tc_jump == 1.0
-    candidate = replace(model.REFIT, tc_jump=0.93)
+    assert model.REFIT.tc_jump == model.REFIT.tc_jump_wide == 1.0
+    assert model.FIRST_FIT.tc_jump == model.FIRST_FIT.tc_jump_wide == 1.0
+    narrow, wide = replace(model.REFIT, tc_jump=0.93), replace(model.REFIT, tc_jump_wide=0.95)
     for bm in (64, 128, 192, 256):
         for bn in range(16, 257, 8):
-            before, after = (model.tc_efficiency(bm, bn, p) for p in (model.REFIT, candidate))
+            before = model.tc_efficiency(bm, bn, model.REFIT)
             jumps = bool(straddle_splits(bn)) and PromoteScales().straddle(bn, bm)[0] == "jump"
-            assert after == pytest.approx(before / 0.93 if jumps else before), (bm, bn)
-    assert model.tc_efficiency(128, 144, candidate) > model.tc_efficiency(128, 144, model.REFIT)   # an entry
+            assert model.tc_efficiency(bm, bn, narrow) == pytest.approx(before / 0.93 if jumps and bn < 128 else before), (bm, bn)
+            assert model.tc_efficiency(bm, bn, wide) == pytest.approx(before / 0.95 if jumps and bn > 128 else before), (bm, bn)
+    assert model.tc_efficiency(128, 144, wide) > model.tc_efficiency(128, 144, model.REFIT)   # an entry
+
+

@@ -70,9 +70,12 @@ class ModelParams:
     tc_straddle: float = 0.82        # narrower than 128 (48, 80, 96, 104, 112, 120 ...)
     tc_straddle_wide: float = 0.82   # wider than 128, besides tc_wide / tc_wide_odd
     # the time of a tile promote_scales promotes by indexed jumps (fp8_gemm_config.jumps_by_default,
-    # step 121) against the per-group selects its entry or the factors above were fitted on: 1.0 rates
-    # the jump kernels as the select ones (shipped; a candidate below 1 awaits its held-out spec 303)
+    # step 121) against the per-group selects its entry or the factors above were fitted on, for
+    # tiles narrower than 128 columns (tc_jump) and wider (tc_jump_wide): 1.0 rates the jump kernels
+    # as the select ones.  Spec 303 (held out, step 122) rejected 0.93 for both (17 of 32 slower:
+    # 104 / 112 in place of 128x128 lost); the wider tiles alone await spec 305
     tc_jump: float = 1.0
+    tc_jump_wide: float = 1.0
     # (BLOCK_M, BLOCK_N, e) measured on single-CTA tiles (no split-K, no cluster) only: a split or
     # clustered config of such a tile keeps tc_table's entry or the formula
     single_cta_table: tuple = ()
@@ -187,9 +190,9 @@ def params_for(m: int) -> ModelParams:
 def tc_efficiency(block_m: int, block_n: int, params: ModelParams = FIRST_FIT, split_k: int = 1,
                   cluster: int = 1) -> float:
     e = _tc_efficiency(block_m, block_n, params, split_k, cluster)
-    if (params.tc_jump != 1.0 and len(straddle_splits(block_n)) > PROMOTE_MAX_ARMS
-            and jumps_by_default(block_m, block_n)):
-        e /= params.tc_jump
+    gain = params.tc_jump_wide if block_n > 128 else params.tc_jump
+    if gain != 1.0 and len(straddle_splits(block_n)) > PROMOTE_MAX_ARMS and jumps_by_default(block_m, block_n):
+        e /= gain
     return e
 
 
