@@ -26,10 +26,12 @@ LEFT_OUT = ("default", "ceiling_no_promotion")
 
 
 def runs(since: str = "", last: int | None = None) -> list[dict]:
-    """The full runs' documents, oldest first (by their date), from `since` on, the last `last`."""
+    """The H200's full runs' documents, oldest first (by their date), from `since` on, the last `last`
+    (a run on another card, e.g. raw/final_h100_*.json, is not one of the trend's)."""
     docs = [json.loads(p.read_text()) for p in sorted((RESULTS / "raw").glob("final_*.json"))]
     docs.append(json.loads((RESULTS / "fp8_gemm_nt.json").read_text()))
-    docs = sorted((d for d in docs if d.get("date", "") >= since), key=lambda d: d.get("date", ""))
+    docs = sorted((d for d in docs if d.get("date", "") >= since and "H200" in str(d.get("device", "H200"))),
+                  key=lambda d: d.get("date", ""))
     return docs[-last:] if last else docs
 
 
