@@ -1307,27 +1307,27 @@ def jump_rated_wide(gain=0.93):
     return replace(as_shipped(), tc_jump_wide=gain)
 
 
-def jump_rated_lines(count=16):
-    """Spec 303 (step 121, held out): `count` of the committed shapes above M = 320 where `jump_rated`
-    moves the API to a kernel no result timed there (drawn with seed 303 from the 69 there are; its
-    kernel, then the one before), then `count` random shapes (seed 303) where it changes the API's
-    choice: the choice as shipped, with the candidate, cuBLAS."""
-    untimed = changed_untimed_lines(as_shipped(), jump_rated(), 303, tail_pairs=None)
+def held_out_model_lines(candidate, seed: int, count: int) -> list:
+    """A held-out spec of a model constant set against the one shipped (seed `seed`): `count` of the
+    committed shapes above M = 320 where `candidate` moves the API to a kernel no result timed there
+    (its kernel, then the one before), then `count` random shapes where it changes the API's choice:
+    the choice as shipped, with the candidate, cuBLAS."""
+    untimed = changed_untimed_lines(as_shipped(), candidate, seed, tail_pairs=None)
     pairs = [untimed[i:i + 2] for i in range(0, len(untimed), 2)]
-    drawn = sorted(random.Random(303).sample(range(len(pairs)), min(count, len(pairs))))
+    drawn = sorted(random.Random(seed).sample(range(len(pairs)), min(count, len(pairs))))
     return ([line for i in drawn for line in pairs[i]]
-            + above_320_change_lines(303, count, as_shipped(), jump_rated(), api_spec, tail_pairs=None))
+            + above_320_change_lines(seed, count, as_shipped(), candidate, api_spec, tail_pairs=None))
+
+
+def jump_rated_lines(count=16):
+    """Spec 303 (step 121): `jump_rated` held out (16 of the 69 committed shapes it moves to an untimed
+    kernel, 16 random shapes)."""
+    return held_out_model_lines(jump_rated(), 303, count)
 
 
 def jump_rated_wide_lines(count=12):
-    """Spec 305 (step 122, held out): as spec 303 for `jump_rated_wide` (seed 305): `count` committed
-    shapes where it moves the API to a kernel no result timed there, then `count` random shapes above
-    M = 320 where it changes the API's choice."""
-    untimed = changed_untimed_lines(as_shipped(), jump_rated_wide(), 305, tail_pairs=None)
-    pairs = [untimed[i:i + 2] for i in range(0, len(untimed), 2)]
-    drawn = sorted(random.Random(305).sample(range(len(pairs)), min(count, len(pairs))))
-    return ([line for i in drawn for line in pairs[i]]
-            + above_320_change_lines(305, count, as_shipped(), jump_rated_wide(), api_spec, tail_pairs=None))
+    """Spec 305 (step 122): `jump_rated_wide` held out, as spec 303."""
+    return held_out_model_lines(jump_rated_wide(), 305, count)
 
 
 WAITS_AHEAD_SHAPES = (

@@ -158,11 +158,11 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
             err(n, f"{n.op.value} must produce a scalar")
         if n.op in (Op.TMA_LOAD, Op.TMA_STORE, Op.TMA_PREFETCH) and n.get("l2") not in L2_PRIORITIES:
             err(n, f"l2={n.get('l2')!r} is not an L2 eviction priority ({' / '.join(L2_PRIORITIES[1:])})")
-        if n.op is Op.TMA_PREFETCH and n.args:
-            if kinds.get(n.args[0]) is not Op.PARAM or decls[n.args[0]].get("box") is None:
-                err(n, f"%{n.args[0]} is not a TMA-described param")
-            if n.get("l2_if") is not None and n.get("l2_if") not in scope:
-                err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
+        if n.op in (Op.TMA_LOAD, Op.TMA_PREFETCH) and n.get("l2_if") is not None and n.get("l2_if") not in scope:
+            err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
+        if n.op is Op.TMA_PREFETCH and n.args and (kinds.get(n.args[0]) is not Op.PARAM
+                                                   or decls[n.args[0]].get("box") is None):
+            err(n, f"%{n.args[0]} is not a TMA-described param")
         if n.op in (Op.TMA_LOAD,):
             ch, _, ring, param = n.args[:4]
             if kinds.get(ch) is not Op.CHANNEL or ring not in decls.get(ch, n).args:
@@ -171,8 +171,6 @@ def _check_body(body, defined: set, kinds: dict, decls: dict, roles: set, err) -
                 err(n, f"%{param} is not a TMA-described param")
             elif decls[param].type.dtype is not decls[ring].type.dtype:
                 err(n, f"dtype mismatch: %{param} is {decls[param].type.dtype.name}, %{ring} is {decls[ring].type.dtype.name}")
-            if n.get("l2_if") is not None and n.get("l2_if") not in scope:
-                err(n, f"l2_if=%{n.get('l2_if')} is not defined here")
             mc = n.get("multicast")
             if mc:
                 cl = decls[ch].get("cluster", 1) if kinds.get(ch) is Op.CHANNEL else 1
