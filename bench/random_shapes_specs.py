@@ -1373,6 +1373,53 @@ def l2_prefetch_lines():
     return out
 
 
+def shared_sm_variants(m, n, k, per_occ=2, min_stages=3):
+    """64-row configs at three and four CTAs per SM for an (m, n, k) cell: per occupancy the cost
+    model's `per_occ` best (as shipped; its chain factor for a shared SM was fitted at two CTAs) over
+    every width the occupancy's registers take and split-K (over a cluster) of 1, 2, 4, 8, each at
+    the deepest ring that fits, at least `min_stages`, and only kernels ptxas builds without spills."""
+    from dataclasses import replace
+
+    from dgir.compiler import compile
+    from dgir.ops import fp8_gemm_model as model
+    from dgir.ops.fp8_gemm_config import SHARED_SM_MAX_BLOCK_N, Fp8GemmConfig, ceil_div, max_stages_for
+    out = []
+    for occ in (3, 4):
+        found = []
+        for bn in range(16, SHARED_SM_MAX_BLOCK_N[occ]["fp32"] + 1, 8):
+            for sk in (1, 2, 4, 8):
+                if ceil_div(k, 128) % sk:
+                    continue
+                cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=1, split_k=sk, ctas_per_sm=occ,
+                                    split_reduce="cluster" if sk > 1 else "global")
+                cfg = replace(cfg, stages=max_stages_for(cfg))
+                if cfg.stages >= min_stages:
+                    found.append((model.config_seconds(m, n, k, cfg, model.params_for(m)), sk, -bn, cfg))
+        picked = []
+        for *_, cfg in sorted(found, key=lambda t: t[:3]):
+            if len(picked) == per_occ:
+                break
+            if compile("fp8_gemm_nt", m=m, n=n, k=k, config=cfg).resources.spill_stores == 0:
+                picked.append(cfg)
+        out += picked
+    return out
+
+
+def shared_sm_lines():
+    """Spec 306 (step 123): three and four CTAs per SM (more K-block chains and bytes in flight an SM
+    than the two of step 11) at the issue's 14 M <= 128 cells: the API's config (spelled out) and
+    `shared_sm_variants`; per cell in order, then reversed."""
+    from dgir import tuning
+    out = []
+    for m in (64, 128):
+        for n, k in ISSUE_NK:
+            lines = [api_spec(m, tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config)]
+            lines += [api_spec(m, c) for c in shared_sm_variants(m, n, k)]
+            fwd = [f"{line}:default" for line in dict.fromkeys(lines)]
+            out += fwd + fwd[::-1]
+    return out
+
+
 NUM_SMS_SHAPES = ((64, 7168, 2048), (128, 4096, 7168), (128, 2112, 7168), (256, 24576, 1536), (512, 7168, 2048),
                   (1024, 4096, 7168), (2048, 2112, 7168), (4096, 2112, 7168), (4096, 7168, 16384), (4096, 576, 7168))
 
@@ -1531,6 +1578,7 @@ NAMED = {
     "--jump-rule-held-out": (jump_rule_held_out_lines, 1),
     "--jump-rated": (jump_rated_lines, 2),
     "--l2-prefetch": (l2_prefetch_lines, 1),
+    "--shared-sm": (shared_sm_lines, 1),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1546,13 +1594,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
-                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide")
+                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

@@ -12,6 +12,15 @@ def smem_budget(ctas_per_sm: int = 1) -> int:
     """Dynamic shared memory one CTA may use when `ctas_per_sm` CTAs share an sm_90 SM."""
     return min(SMEM_LIMIT, SMEM_PER_SM // ctas_per_sm - 1024)
 
+
+def launch_registers(threads: int, ctas_per_sm: int = 1) -> int:
+    """Registers per thread a CTA of `threads` starts with when `ctas_per_sm` CTAs share an SM: the
+    register file's share, in setmaxnreg's steps of 8, at most 248 (ptxas caps a thread at 255).
+    setmaxnreg moves registers between a CTA's warps only, so this times `threads` is the pool every
+    warpgroup budget of the CTA must fit (at three or four CTAs per SM the share is not a multiple of
+    8 and the rounding matters)."""
+    return min(REGISTER_FILE // ctas_per_sm // threads, 255) // 8 * 8
+
 # the `l2` attr of tma_load / tma_store: none, or a primary priority of PTX's createpolicy
 L2_PRIORITIES = (None, "evict_first", "evict_last", "evict_normal", "evict_unchanged")
 # the `straddle` attr of promote (passes/promote_scales.py): how a tile crossing B-scale blocks picks
@@ -97,8 +106,10 @@ def verify(kernel: Node) -> None:
     if ids_seen and sorted(ids_seen) != list(range(len(ids_seen))):
         err(kernel, f"warpgroup ids {sorted(ids_seen)} must be 0..n-1")
     occ = kernel.get("ctas_per_sm") or 1
-    if regs_total > REGISTER_FILE // occ:
-        err(kernel, f"register budgets need {regs_total} registers, a CTA has {REGISTER_FILE // occ} "
+    threads = kernel.get("threads") or 128 * max(len(ids_seen), 1)
+    pool = launch_registers(threads, occ) * threads
+    if regs_total > pool:
+        err(kernel, f"register budgets need {regs_total} registers, a CTA starts with {pool} "
                     f"({occ} per SM)")
     smem = kernel.get("smem_bytes")
     limit = smem_budget(occ)

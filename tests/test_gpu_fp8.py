@@ -735,6 +735,23 @@ def test_cluster_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bn, st
     assert all(torch.equal(o.view(torch.int16), outs[0].view(torch.int16)) for o in outs[1:])
 
 
+# three and four CTAs per SM (80 / 64 registers a thread at launch): (m, n, k, bn, stages, split_k,
+# split_reduce, ctas_per_sm); N tails, M below one block, both split-K reductions, walks of several rounds
+SHARED_SM = [(64, 24576, 1536, 64, 4, 1, "global", 3), (64, 2112, 7168, 48, 4, 4, "cluster", 3),
+             (100, 4096, 7168, 32, 4, 2, "global", 4), (37, 7168, 2048, 56, 3, 1, "global", 4),
+             (128, 1000, 4096, 96, 3, 1, "global", 3), (64, 576, 7168, 32, 3, 8, "cluster", 4)]
+
+
+@pytest.mark.parametrize("m,n,k,bn,stages,sk,sr,occ", SHARED_SM, ids=[f"{c[0]}x{c[1]}x{c[2]}_bn{c[3]}_sk{c[5]}{c[6][:2]}_o{c[7]}"
+                                                                   for c in SHARED_SM])
+def test_three_and_four_ctas_per_sm_match_reference_and_are_bitwise_stable(m, n, k, bn, stages, sk, sr, occ):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=bn, stages=stages, split_k=sk, split_reduce=sr, ctas_per_sm=occ)
+    _, outs, ref = _run_config(m, n, k, cfg, "default", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
 # stream-K (opt-in config stream_k): cut partial rounds of tiles; (m, n, k, bm, bn, stages, cluster)
 STREAM_K = [(4096, 2112, 7168, 128, 192, 4, "2B"), (3072, 576, 7168, 128, 144, 5, "1A"),
             (768, 7168, 2048, 128, 128, 5, "2A"), (300, 1000, 4096, 256, 128, 3, "1A"),

@@ -204,6 +204,28 @@ def test_assign_registers(block_m, math_regs):
     assert assign_registers.PASS.run(k) == k          # budgets already set: left alone
 
 
+@pytest.mark.parametrize("occ,launch,math_regs", [(2, 128, 216), (3, 80, 120), (4, 64, 88)])
+def test_assign_registers_fits_the_pool_a_shared_sm_cta_starts_with(occ, launch, math_regs):
+    """setmaxnreg moves registers between one CTA's warps: the budgets of a CTA sharing its SM add up
+    to what it was launched with (at three CTAs 65536 / 768 = 85 rounds to 80 a thread; budgets from
+    the unrounded third, 40 / 128, would wait forever on registers no warp frees).  The kernel
+    computes the same bits as at one CTA per SM."""
+    from dgir.interp import fp8_gemm_inputs, run_kernel
+    from dgir.verifier import VerifyError, launch_registers, verify
+    cfg = Fp8GemmConfig(n=576, k=640, block_m=64, block_n=32, stages=3, ctas_per_sm=occ)
+    k = final(cfg)
+    load, mma = region(k, "load"), region(k, "mma")
+    assert launch_registers(256, occ) == launch and (load.get("regs"), mma.get("regs")) == (40, math_regs)
+    assert (load.get("regs") + mma.get("regs")) * 128 == launch * 256
+    over = edit(k, lambda n: n.op is Op.WARPGROUP and "mma" in n.get("roles", ()), lambda n: n.with_attrs(regs=math_regs + 8))
+    with pytest.raises(VerifyError, match="register budgets need"):
+        verify(over)
+    ins = fp8_gemm_inputs(100, 576, 640, seed=3)
+    one = run_kernel(final(Fp8GemmConfig(n=576, k=640, block_m=64, block_n=32, stages=3)), ins, seed=1)["D"]
+    shared = run_kernel(k, ins, seed=1)["D"]
+    assert torch.isfinite(shared.float()).all() and torch.equal(one.view(torch.int16), shared.view(torch.int16))
+
+
 # --- schedule_mma ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cfg", SOME_CONFIGS, ids=cfg_id)
 def test_schedule_mma_writes_stage_order_latency(cfg):

@@ -28,6 +28,12 @@ SAMPLED += [Fp8GemmConfig(n=7168, k=2048, block_m=256, block_n=128, stages=3, cl
             Fp8GemmConfig(n=4096, k=1024, block_m=64, block_n=32, stages=8, cluster=4, multicast="A"),
             Fp8GemmConfig(n=32768, k=512, block_m=64, block_n=128, stages=3, ctas_per_sm=2),
             Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=32, stages=8, split_k=2, ctas_per_sm=2)]
+# three and four CTAs per SM: 80 and 64 registers a thread from launch, 40 / 120 and 40 / 88 budgets
+SAMPLED += [Fp8GemmConfig(n=24576, k=1536, block_m=64, block_n=64, stages=4, ctas_per_sm=3),
+            Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=48, stages=4, split_k=4, split_reduce="cluster",
+                          ctas_per_sm=3),
+            Fp8GemmConfig(n=4096, k=7168, block_m=64, block_n=32, stages=4, split_k=2, ctas_per_sm=4),
+            Fp8GemmConfig(n=7168, k=2048, block_m=64, block_n=56, stages=3, ctas_per_sm=4)]
 SAMPLED += [Fp8GemmConfig(n=2112, k=7168, block_m=64, block_n=64, stages=8, split_k=4),
             Fp8GemmConfig(n=4096, k=7168, block_m=128, block_n=128, stages=5, split_k=7),
             Fp8GemmConfig(n=2112, k=1536, block_m=256, block_n=128, stages=3, split_k=3)]
@@ -114,8 +120,10 @@ def test_async_staged_scales_arrive_through_cp_async_not_expect_tx():
     (dict(cluster=2, n=1152, block_n=128), "N=1152 has 9 tiles of 128 \\(not a multiple of 2\\)"),
     (dict(cluster=4, multicast="B", block_n=48), "splits its 48-row panel in 4 parts"),
     (dict(cluster=2, num_sms=131), "needs num_sms divisible by it"),
-    (dict(ctas_per_sm=3), "ctas_per_sm must be 1 or 2"),
+    (dict(ctas_per_sm=5), "ctas_per_sm must be 1, 2, 3 or 4"),
     (dict(ctas_per_sm=2, block_m=128), "ctas_per_sm=2 is for block_m=64 without multicast clusters"),
+    (dict(ctas_per_sm=3, block_m=64, block_n=112), "ctas_per_sm=3 starts each thread with 80 registers, too few .* <= 104"),
+    (dict(ctas_per_sm=4, block_m=64, block_n=80), "ctas_per_sm=4 starts each thread with 64 registers, too few .* <= 72"),
     (dict(ctas_per_sm=2, block_m=64, block_n=208), "too few for a 64x208 wgmma .* block_n must be <= 200"),
     (dict(ctas_per_sm=2, block_m=64, block_n=256, promotion="rescaled"), "block_n must be <= 128"),
     (dict(swizzle_group=0), "swizzle_group .* must be an int >= 1"),
@@ -263,17 +271,20 @@ def test_persistent_loop_bound_without_division(monkeypatch):
     assert res.resources.spill_stores == 0
 
 
-@pytest.mark.parametrize("promotion,widest,refused", [("fp32", 200, 208), ("rescaled", 128, 256)])
-def test_the_widest_two_cta_tile_assembles(promotion, widest, refused):
-    """TWO_CTA_MAX_BLOCK_N is where ptxas stops: the widest legal 2-CTA tile assembles (it may spill),
-    and check_config refuses the next legal width, on which ptxas would fail (C7602)."""
+@pytest.mark.parametrize("occ,promotion,widest,refused", [(2, "fp32", 200, 208), (2, "rescaled", 128, 256),
+                                                          (3, "fp32", 104, 112), (3, "rescaled", 64, 128),
+                                                          (4, "fp32", 72, 80), (4, "rescaled", 64, 128)])
+def test_the_widest_shared_sm_tile_assembles(occ, promotion, widest, refused):
+    """SHARED_SM_MAX_BLOCK_N is where ptxas stops: the widest legal tile at `occ` CTAs per SM
+    assembles (it may spill), and check_config refuses the next legal width, on which ptxas fails
+    (C7602: ptxas holds the whole kernel to the launch's registers, 80 at three CTAs, 64 at four)."""
     from dgir.ops import OpError
-    from dgir.ops.fp8_gemm import TWO_CTA_MAX_BLOCK_N, check_config
-    assert widest <= TWO_CTA_MAX_BLOCK_N[promotion] < refused
-    cfg = Fp8GemmConfig(n=8 * widest, k=2048, block_m=64, block_n=widest, stages=2, ctas_per_sm=2, promotion=promotion)
+    from dgir.ops.fp8_gemm import SHARED_SM_MAX_BLOCK_N, check_config
+    assert widest == SHARED_SM_MAX_BLOCK_N[occ][promotion] < refused
+    cfg = Fp8GemmConfig(n=8 * widest, k=2048, block_m=64, block_n=widest, stages=2, ctas_per_sm=occ, promotion=promotion)
     assert compile("fp8_gemm_nt", m=64, n=cfg.n, k=cfg.k, config=cfg).cubin[:4] == b"\x7fELF"
     with pytest.raises(OpError, match="too few"):
-        check_config(Fp8GemmConfig(n=8 * refused, k=2048, block_m=64, block_n=refused, stages=2, ctas_per_sm=2,
+        check_config(Fp8GemmConfig(n=8 * refused, k=2048, block_m=64, block_n=refused, stages=2, ctas_per_sm=occ,
                                    promotion=promotion))
 
 

@@ -93,14 +93,17 @@ def test_wgmma_n_must_be_a_multiple_of_8_in_range(n_value):
 def test_register_budgets_over_64k():
     msg = _broken(lambda k: edit(k, lambda n: n.op is Op.WARPGROUP and "mma" in n.get("roles"),
                                  lambda n: n.with_attrs(regs=248)))
-    # 2 math warpgroups x 128 threads x 248 + 1 x 128 x 40 = 68608 > 65536
-    assert "register budgets need 68608 registers, a CTA has 65536" in msg
+    # 2 math warpgroups x 128 threads x 248 + 1 x 128 x 40 = 68608 > 384 threads x 168 (the launch's share)
+    assert "register budgets need 68608 registers, a CTA starts with 64512" in msg
     assert "at `%fp8_gemm_nt" in msg
 
 
 def test_budget_at_the_limit_passes():
     k = edit(final(), lambda n: n.op is Op.WARPGROUP and "mma" in n.get("roles"), lambda n: n.with_attrs(regs=232))
-    verify(k)   # 2*128*232 + 128*40 = 64512 <= 65536
+    verify(k)   # 2*128*232 + 128*40 = 64512 = 384 threads x 168, what the CTA starts with
+    over = edit(final(), lambda n: n.op is Op.WARPGROUP and "mma" in n.get("roles"), lambda n: n.with_attrs(regs=240))
+    with pytest.raises(VerifyError, match="need 66560 registers, a CTA starts with 64512"):
+        verify(over)   # under the 64K file, over the pool setmaxnreg draws from
 
 
 def test_smem_over_the_limit():

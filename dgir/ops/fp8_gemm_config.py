@@ -9,7 +9,7 @@ import math
 import re
 from dataclasses import asdict, dataclass, replace
 
-from ..verifier import smem_budget
+from ..verifier import launch_registers, smem_budget
 from . import OpError
 
 BLOCK_K = 128                    # one FP8 scale block along K
@@ -218,10 +218,16 @@ def stage_bytes(block_m: int, block_n: int, sfa_major: str = "mn") -> int:
 
 
 MAX_STAGES = 12
-# widest BLOCK_N whose wgmma ptxas can compile in the 128 registers of two CTAs per SM (a scan of
-# every width: 208 and up fail with the FP32 partial beside the accumulator; without it, 256, the
-# only legal width of the rescaled promotion above 128)
-TWO_CTA_MAX_BLOCK_N = {"fp32": 200, "rescaled": 128}
+# widest BLOCK_N whose wgmma ptxas can compile when `ctas_per_sm` CTAs share the register file (a
+# scan of every width).  Two CTAs (128 registers at launch, 216 for the math warpgroup): 208 and up
+# fail with the FP32 partial beside the accumulator; without it, 256, the only legal width of the
+# rescaled promotion above 128.  Three CTAs (80 registers at launch, ptxas's cap for the whole
+# kernel, setmaxnreg's 120 notwithstanding): 104 (it spills; 96 does not), 112 fails; rescaled 64.
+# Four (64 at launch): 72 (it spills), 80 fails; rescaled 64.  (TUNING.md step 123's scan.)
+SHARED_SM_MAX_BLOCK_N = {2: {"fp32": 200, "rescaled": 128},
+                         3: {"fp32": 104, "rescaled": 64},
+                         4: {"fp32": 72, "rescaled": 64}}
+TWO_CTA_MAX_BLOCK_N = SHARED_SM_MAX_BLOCK_N[2]
 
 
 def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | None:
@@ -487,13 +493,15 @@ def check_config(cfg: Fp8GemmConfig) -> None:
             raise OpError(f"fp8_gemm_nt: staging='ring': the {cfg.block_m}x{cfg.block_n} bf16 staging tile does not "
                           f"fit one ring slot ({cfg.block_m} + {cfg.block_n} rows of 128 B); it fits 64-row tiles, "
                           "128x64 and 128x128")
-    if cfg.ctas_per_sm not in (1, 2):
-        raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1 or 2, got {cfg.ctas_per_sm}")
+    if cfg.ctas_per_sm not in (1, 2, 3, 4):
+        raise OpError(f"fp8_gemm_nt: ctas_per_sm must be 1, 2, 3 or 4, got {cfg.ctas_per_sm}")
     if cfg.ctas_per_sm > 1 and (cfg.cluster > 1 or cfg.block_m > 64):
-        raise OpError("fp8_gemm_nt: ctas_per_sm=2 is for block_m=64 without multicast clusters (one math "
-                      "warpgroup, half the register file per CTA)")
-    widest = TWO_CTA_MAX_BLOCK_N[cfg.promotion]
-    if cfg.ctas_per_sm > 1 and cfg.block_n > widest:
-        raise OpError(f"fp8_gemm_nt: ctas_per_sm=2 leaves 128 registers per thread, too few for a 64x{cfg.block_n} "
-                      f"wgmma with promotion={cfg.promotion!r} (ptxas: insufficient registers); block_n must be "
-                      f"<= {widest}, got {cfg.block_n}")
+        raise OpError(f"fp8_gemm_nt: ctas_per_sm={cfg.ctas_per_sm} is for block_m=64 without multicast clusters "
+                      f"(one math warpgroup, 1/{cfg.ctas_per_sm} of the register file per CTA)")
+    if cfg.ctas_per_sm > 1:
+        widest = SHARED_SM_MAX_BLOCK_N[cfg.ctas_per_sm][cfg.promotion]
+        regs = launch_registers(cfg.threads, cfg.ctas_per_sm)
+        if cfg.block_n > widest:
+            raise OpError(f"fp8_gemm_nt: ctas_per_sm={cfg.ctas_per_sm} starts each thread with {regs} registers, "
+                          f"too few for a 64x{cfg.block_n} wgmma with promotion={cfg.promotion!r} (ptxas: "
+                          f"insufficient registers); block_n must be <= {widest}, got {cfg.block_n}")

@@ -9,7 +9,7 @@ is N/2 registers per thread; thread t of the warpgroup owns rows 16*(t/32) + (t%
 from __future__ import annotations
 
 from dgir.ir import SCALAR_OPS, Node, Op, async_filled_rings, tma_filled_rings
-from dgir.verifier import REGISTER_FILE
+from dgir.verifier import launch_registers
 
 from .arith import emit_udiv, emit_urem
 from .builder import PtxBuilder
@@ -257,8 +257,7 @@ class Emitter:
         if regs is not None:
             # the kernel starts with at most the register file's share per thread (ptxas's cap for
             # .maxntid, 255 at most): budgets above it grow, budgets at or below shrink
-            share = REGISTER_FILE // (self.k.get("ctas_per_sm") or 1) // self.k.get("threads")
-            launch_cap = min(share, 255) // 8 * 8
+            launch_cap = launch_registers(self.k.get("threads"), self.k.get("ctas_per_sm") or 1)
             b(f"setmaxnreg.{'dec' if regs <= launch_cap else 'inc'}.sync.aligned.u32 {regs};")
         self.wg_local = b.reg()
         self.n_wgs = len(r.get("ids"))
