@@ -17,6 +17,7 @@ and 84).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -81,8 +82,9 @@ def data_files(exclude: tuple = RULE_SPECS) -> list[Path]:
     return sorted(raw) + [ROOT / "fp8_gemm_nt.json"]
 
 
-def load_rows(exclude: tuple = RULE_SPECS) -> list[tuple[int, int, int, Fp8GemmConfig, float]]:
-    """(m, n, k, config, seconds): the median of each config's correct timings at each shape."""
+def load_rows(exclude: tuple = RULE_SPECS, keep=None) -> list[tuple[int, int, int, Fp8GemmConfig, float]]:
+    """(m, n, k, config, seconds): the median of each config's correct timings at each shape;
+    keep(spec, config): which timings count (default all)."""
     times = defaultdict(list)
     for f in data_files(exclude):
         for r in json.loads(f.read_text())["rows"]:
@@ -91,7 +93,7 @@ def load_rows(exclude: tuple = RULE_SPECS) -> list[tuple[int, int, int, Fp8GemmC
             if r.get("diff") is None or r["diff"] > 1e-3 or r.get("all_finite") is False:
                 continue
             cfg = config_of(r["kernel"], spec_number(f))
-            if cfg is not None and cfg.epilogue == "tma":
+            if cfg is not None and cfg.epilogue == "tma" and (keep is None or keep(spec_number(f), cfg)):
                 times[(r["m"], r["n"], r["k"], cfg)].append(r["ms"] * 1e-3)
     return [(m, n, k, c, statistics.median(t)) for (m, n, k, c), t in times.items()]
 
@@ -202,6 +204,60 @@ def fit(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
     return best
 
 
+# the first spec that timed the tiles of steps 120-121's promotion by indexed jumps in that form (the
+# full runs since d1fddf2 too); before it their kernels selected a scale per column group
+JUMP_FORM_SPEC = 298
+
+
+@functools.cache
+def promoted_by_jumps(block_m: int, block_n: int) -> bool:
+    """Whether the default pipeline promotes this tile by indexed jumps (the lowered and passed IR's
+    promote says so), as every kernel timed from JUMP_FORM_SPEC on does."""
+    from dgir.compiler import compile
+    from dgir.ir import Op
+    cfg = Fp8GemmConfig(n=16 * block_n, k=2048, block_m=block_m, block_n=block_n, stages=2)
+    ir = compile("fp8_gemm_nt", m=4096, n=cfg.n, k=cfg.k, config=cfg, assemble=False).ir
+    return any(n.get("straddle") == "jump" for n in ir.walk() if n.op is Op.PROMOTE)
+
+
+def jump_form(spec: int, cfg: Fp8GemmConfig) -> bool:
+    """load_rows' keep: a timing of a kernel as the pipeline builds it today as far as the
+    promotion's form goes (a jump tile's timings before JUMP_FORM_SPEC timed its select form)."""
+    return spec == 0 or spec >= JUMP_FORM_SPEC or not promoted_by_jumps(cfg.block_m, cfg.block_n)
+
+
+def fit_jump_entries(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
+    """fit() restricted to the efficiency entries of the tiles promoted by jumps: each such tile with
+    at least TABLE_MIN_ROWS jump-form timings gets an entry (from the formula, or the one it has, which
+    was fitted on its select form), searched as fit() searches; every other constant stays."""
+    count = defaultdict(int)
+    for _, _, _, c, _ in rows:
+        if promoted_by_jumps(c.block_m, c.block_n):
+            count[(c.block_m, c.block_n)] += 1
+    tiles = sorted(t for t, n in count.items() if n >= TABLE_MIN_ROWS)
+    have = {(bm, bn): v for bm, bn, v in params.tc_table}
+    table = tuple(e for e in params.tc_table if (e[0], e[1]) not in tiles)
+    params = replace(params, tc_table=table + tuple((bm, bn, have.get((bm, bn)) or tc_efficiency(bm, bn, params))
+                                                    for bm, bn in tiles))
+
+    def objective(p):
+        e, _ = score(rows, p)
+        measured, unmeasured, regret = picks(rows, p)
+        mean = (measured * regret + unmeasured * UNMEASURED_REGRET) / (measured + unmeasured)
+        return math.log(e) + 2 * (mean - 1)
+
+    best, best_v = params, objective(params)
+    for _ in range(rounds):
+        for f in (0.8, 0.9, 0.95, 1.05, 1.1, 1.25):
+            for i, (bm, bn, v) in enumerate(best.tc_table):
+                if (bm, bn) in tiles:
+                    cand = replace(best, tc_table=best.tc_table[:i] + ((bm, bn, round(v * f, 4)),) + best.tc_table[i + 1:])
+                    value = objective(cand)
+                    if value < best_v - 1e-9:
+                        best, best_v = cand, value
+    return best
+
+
 def report(rows, label: str, params: ModelParams) -> None:
     e, r = score(rows, params)
     measured, unmeasured, regret = picks(rows, params)
@@ -212,7 +268,16 @@ def report(rows, label: str, params: ModelParams) -> None:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fit", action="store_true")
+    ap.add_argument("--fit-jumps", action="store_true",
+                    help="fit only the entries of the tiles promoted by jumps, on their jump-form timings")
     args = ap.parse_args()
+    if args.fit_jumps:
+        rows = [r for r in load_rows(keep=jump_form) if r[0] > 128]
+        report(rows, "REFIT on jump-form timings (M > 128)", REFIT)
+        p = fit_jump_entries(rows, REFIT)
+        report(rows, "jump entries refitted", p)
+        print("tc_table:", p.tc_table)
+        return
     rows = load_rows()
     small = [r for r in rows if r[0] <= FIRST_FIT_MAX_M]
     large = [r for r in rows if r[0] > FIRST_FIT_MAX_M]

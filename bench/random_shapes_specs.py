@@ -1330,6 +1330,20 @@ def jump_rated_wide_lines(count=12):
     return held_out_model_lines(jump_rated_wide(), 305, count)
 
 
+def jump_entry_136(value=0.5057):
+    """Step 123's candidate: REFIT with a 128x136 entry, the one `fit_model.py --fit-jumps` finds on
+    the jump-form timings (specs 298 on; in sample the API's regret 1.0084 -> 1.0076, 74 -> 62 losses,
+    most of them 128x136 picks that 192x96 or 256x128 beat in specs 303 / 305)."""
+    from dataclasses import replace
+    p = as_shipped()
+    return replace(p, tc_table=p.tc_table + ((128, 136, value),))
+
+
+def jump_entry_136_lines(count=12):
+    """Spec 307 (step 123): `jump_entry_136` held out, as spec 303."""
+    return held_out_model_lines(jump_entry_136(), 307, count)
+
+
 WAITS_AHEAD_SHAPES = (
     # one math warpgroup at mid M, long K: a K block's chain of one warp sets the pace
     (512, 1024, 7168), (512, 768, 7168), (768, 576, 7168), (896, 576, 7168), (384, 1024, 7168),
@@ -1579,6 +1593,7 @@ NAMED = {
     "--jump-rated": (jump_rated_lines, 2),
     "--l2-prefetch": (l2_prefetch_lines, 1),
     "--shared-sm": (shared_sm_lines, 1),
+    "--jump-entry-136": (jump_entry_136_lines, 2),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1594,13 +1609,13 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
-                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm")
+                       "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
