@@ -277,7 +277,7 @@ def test_persistent_loop_bound_without_division(monkeypatch):
 def test_the_widest_shared_sm_tile_assembles(occ, promotion, widest, refused):
     """SHARED_SM_MAX_BLOCK_N is where ptxas stops: the widest legal tile at `occ` CTAs per SM
     assembles (it may spill), and check_config refuses the next legal width, on which ptxas fails
-    (C7602: ptxas holds the whole kernel to the launch's registers, 80 at three CTAs, 64 at four)."""
+    (C7602: one wgmma instruction must fit the launch's registers, 80 at three CTAs, 64 at four)."""
     from dgir.ops import OpError
     from dgir.ops.fp8_gemm import SHARED_SM_MAX_BLOCK_N, check_config
     assert widest == SHARED_SM_MAX_BLOCK_N[occ][promotion] < refused

@@ -221,9 +221,11 @@ MAX_STAGES = 12
 # widest BLOCK_N whose wgmma ptxas can compile when `ctas_per_sm` CTAs share the register file (a
 # scan of every width).  Two CTAs (128 registers at launch, 216 for the math warpgroup): 208 and up
 # fail with the FP32 partial beside the accumulator; without it, 256, the only legal width of the
-# rescaled promotion above 128.  Three CTAs (80 registers at launch, ptxas's cap for the whole
-# kernel, setmaxnreg's 120 notwithstanding): 104 (it spills; 96 does not), 112 fails; rescaled 64.
-# Four (64 at launch): 72 (it spills), 80 fails; rescaled 64.  (TUNING.md step 123's scan.)
+# rescaled promotion above 128.  Three CTAs (80 registers at launch, 120 after setmaxnreg): 104 (it
+# spills; 96 does not), 112 fails; rescaled 64.  Four (64 at launch, 88 after): 72 (it spills), 80
+# fails; rescaled 64.  ptxas allocates the math region's values up to its setmaxnreg budget (without
+# the setmaxnreg the same kernels spill more), but one wgmma instruction must fit the launch's count
+# (C7602 "Insufficient registers (80)").  TUNING.md step 123's scan.
 SHARED_SM_MAX_BLOCK_N = {2: {"fp32": 200, "rescaled": 128},
                          3: {"fp32": 104, "rescaled": 64},
                          4: {"fp32": 72, "rescaled": 64}}
