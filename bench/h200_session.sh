@@ -6,12 +6,18 @@
 # Here (dgir's wheel and lark's in .whl/, which git ignores):
 #     bash bench/device_wheels.sh
 # There (carry .whl; $OUT is the folder that comes back):
-#     DGIR_GIT_REV=<commit> bash bench/h200_session.sh [tests|bench|exp SPECFILE|probe]...
+#     DGIR_GIT_REV=<commit> [REQUIRE_GPU=H200] bash bench/h200_session.sh [tests|bench|exp SPECFILE|probe]...
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
 # $OUT/<specfile stem>_exp.json (bench/specs/tuneN.txt -> tuneN_exp.json, the name bench/results/raw keeps).
 set -u -o pipefail
 # the device copy's git metadata can be stale (a run once recorded the session's first commit)
 : "${DGIR_GIT_REV:?set DGIR_GIT_REV=<commit the wheel was built from>}"
+# REQUIRE_GPU=H200: stop at once (exit 3) on any other card.  A call for the H200 kind may come as an
+# H100 (steps 121-123); where only the H200's timings count, that saves the call's device time
+if [ -n "${REQUIRE_GPU:-}" ]; then
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case "$gpu" in *"$REQUIRE_GPU"*) ;; *) echo "the card is $gpu, not $REQUIRE_GPU: stop"; exit 3 ;; esac
+fi
 source "$(dirname "$0")/device_setup.sh"
 [ $# -eq 0 ] && set -- tests bench
 while [ $# -gt 0 ]; do
