@@ -40,32 +40,51 @@ def medians(path: Path) -> dict:
     return {s: {k: statistics.median(t) for k, t in v.items()} for s, v in found.items()}
 
 
+def best_over_api(path: Path, match: tuple = ()) -> dict:
+    """(m, n, k) -> (the API's kernel, its median, [(median / the API's, median, kernel)] fastest
+    first, the best ratio among kernels whose name holds every `match` string or None); shapes whose
+    API kernel the file did not time map to (the API's kernel, None, [], None)."""
+    out = {}
+    for (m, n, k), kernels in sorted(medians(path).items()):
+        api = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", NUM_SMS).config.kernel_name()
+        if api not in kernels:
+            out[(m, n, k)] = (api, None, [], None)
+            continue
+        t_api = kernels[api]
+        others = sorted((t / t_api, t, name) for name, t in kernels.items() if name != api)
+        rated = [r for r, _, name in others if all(s in name for s in match)]
+        out[(m, n, k)] = (api, t_api, others, min(rated) if rated else None)
+    return out
+
+
+def summary(ratios: list) -> dict:
+    """The geomean of the best matching kernel over the API's, and how many shapes beat it by more
+    than SPREAD, lost by more, or tied."""
+    g = math.exp(statistics.mean(math.log(r) for r in ratios))
+    faster, slower = sum(r < 1 - SPREAD for r in ratios), sum(r > 1 + SPREAD for r in ratios)
+    return {"shapes": len(ratios), "geomean": g, "faster": faster, "slower": slower,
+            "ties": len(ratios) - faster - slower, "lo": min(ratios), "hi": max(ratios)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("file", type=Path)
     ap.add_argument("--match", action="append", default=[], help="rate the kernels whose name contains this")
     args = ap.parse_args()
-    best_ratios = []
-    for (m, n, k), kernels in sorted(medians(args.file).items()):
-        api = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", NUM_SMS).config.kernel_name()
-        if api not in kernels:
+    rated = best_over_api(args.file, tuple(args.match))
+    for (m, n, k), (api, t_api, others, _) in rated.items():
+        if t_api is None:
             print(f"{m}x{n}x{k}: the API's {api} not timed")
             continue
-        t_api = kernels[api]
         print(f"{m}x{n}x{k}: API {api.removeprefix('fp8_gemm_nt_')} {t_api * 1e6:.2f} us")
-        for name, t in sorted(kernels.items(), key=lambda kv: kv[1]):
-            if name != api:
-                print(f"    {t / t_api:.3f}  {t * 1e6:8.2f} us  {name.removeprefix('fp8_gemm_nt_')}")
-        rated = [t for name, t in kernels.items() if name != api and all(s in name for s in args.match)]
-        if rated:
-            best_ratios.append(min(rated) / t_api)
-    if best_ratios:
-        g = math.exp(statistics.mean(math.log(r) for r in best_ratios))
-        faster = sum(r < 1 - SPREAD for r in best_ratios)
-        slower = sum(r > 1 + SPREAD for r in best_ratios)
-        print(f"best matching kernel / API's kernel over {len(best_ratios)} shapes: geomean {g:.3f}, "
-              f"{faster} faster, {slower} slower, {len(best_ratios) - faster - slower} within {SPREAD:.0%}; "
-              f"range {min(best_ratios):.3f}-{max(best_ratios):.3f}")
+        for ratio, t, name in others:
+            print(f"    {ratio:.3f}  {t * 1e6:8.2f} us  {name.removeprefix('fp8_gemm_nt_')}")
+    ratios = [best for *_, best in rated.values() if best is not None]
+    if ratios:
+        s = summary(ratios)
+        print(f"best matching kernel / API's kernel over {s['shapes']} shapes: geomean {s['geomean']:.3f}, "
+              f"{s['faster']} faster, {s['slower']} slower, {s['ties']} within {SPREAD:.0%}; "
+              f"range {s['lo']:.3f}-{s['hi']:.3f}")
 
 
 if __name__ == "__main__":

@@ -1058,3 +1058,43 @@ def test_the_jump_rating_touches_the_tiles_promote_scales_takes_to_jumps():
     assert model.tc_efficiency(128, 144, wide) > model.tc_efficiency(128, 144, model.REFIT)   # an entry
 
 
+
+
+def test_config_ab_reads_spec_306s_verdict():
+    """bench/config_ab.py on spec 306's committed (H100) file: three CTAs per SM, the best such kernel
+    of each of the 14 small-M cells over the API's config, 1.116x, 2 faster, 8 slower (step 123); a
+    match no kernel holds rates nothing."""
+    from dgir_testlib import bench_module
+    ab = bench_module("config_ab")
+    path = ROOT / "bench" / "results" / "raw" / "tune306_h100_exp.json"
+    rated = ab.best_over_api(path, ("_o3",))
+    assert len(rated) == 14 and all(t is not None for _, t, _, _ in rated.values())
+    s = ab.summary([best for *_, best in rated.values()])
+    assert (s["faster"], s["slower"], s["ties"], round(s["geomean"], 3)) == (2, 8, 4, 1.116)
+    api, t_api, others, best = rated[(128, 24576, 1536)]
+    assert api.endswith("_bm64_bn128_s8_c2B") and others[0][2].endswith("_bm64_bn64_s4_o3") and round(best, 3) == 0.957
+    assert all(best is None for *_, best in ab.best_over_api(path, ("_o5",)).values())
+
+
+def test_chooser_ab_reads_spec_307s_verdict_on_the_h100():
+    """Spec 307 (the 128x136 entry of fit_model --fit-jumps, held out) as chooser_ab reads its H100
+    file: 16 shapes, 1.138x, 11 slower, behind cuBLAS 0 -> 4 (step 123)."""
+    from dgir_testlib import bench_module
+    ab, specs = bench_module("chooser_ab"), bench_module("random_shapes_specs")
+    out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune307_h100_exp.json", specs.as_shipped(),
+                     specs.jump_entry_136())
+    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 1.138
+    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (11, 0, 4)
+
+
+def test_the_jump_form_filter_drops_only_select_form_timings_of_jump_tiles():
+    """fit_model's jump_form keeps every timing of a tile the pipeline does not promote by jumps, and
+    a jump tile's timings from JUMP_FORM_SPEC on (and the full runs'), not its select-form ones."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir_testlib import bench_module
+    fm = bench_module("fit_model")
+    assert fm.promoted_by_jumps(128, 136) and fm.promoted_by_jumps(192, 112)
+    assert not fm.promoted_by_jumps(128, 128) and not fm.promoted_by_jumps(128, 96) and not fm.promoted_by_jumps(64, 72)
+    jump, plain = (Fp8GemmConfig(n=2176, k=2048, block_m=128, block_n=bn, stages=5) for bn in (136, 96))
+    assert not fm.jump_form(fm.JUMP_FORM_SPEC - 1, jump) and fm.jump_form(fm.JUMP_FORM_SPEC, jump) and fm.jump_form(0, jump)
+    assert fm.jump_form(200, plain)
