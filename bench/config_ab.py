@@ -3,22 +3,20 @@
     python bench/config_ab.py bench/results/raw/tune306_exp.json
     python bench/config_ab.py bench/results/raw/tune306_exp.json --match _o3 --match _o4
 
-Per shape: the medians of each timed kernel (its repetitions in that file), each over the median of
-the API's kernel (dgir.tuning.choose on the H200's 132 SMs, as bench/api_regret.py looks it up);
-then, over the kernels whose name contains every --match string, the geomean of the best such kernel
+Per shape: the medians of each timed kernel (its repetitions in that file, as chooser_ab.timings
+reads them), each over the median of the API's kernel (dgir.tuning.choose on the H200's 132 SMs,
+as bench/api_regret.py looks it up); then, over the kernels whose name contains every --match string, the geomean of the best such kernel
 per shape over the API's, and how many shapes it beat by more than the spread between repetitions
 (SPREAD) or lost by more.  Shapes where the API's kernel was not timed are listed, not rated.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import statistics
-from collections import defaultdict
 from pathlib import Path
 
-from fit_model import config_of, spec_number
+from chooser_ab import timings
 
 from dgir import tuning
 from dgir.ops.fp8_gemm import NUM_SMS
@@ -26,26 +24,13 @@ from dgir.ops.fp8_gemm import NUM_SMS
 SPREAD = 0.02     # repetitions of one kernel in one file spread by 1-2% (bench/TUNING.md step 88)
 
 
-def medians(path: Path) -> dict:
-    """(m, n, k) -> {kernel name as today's kernels spell it: median seconds} over correct rows."""
-    spec, found = spec_number(path), defaultdict(lambda: defaultdict(list))
-    for r in json.loads(path.read_text())["rows"]:
-        if r.get("variant", "default") != "default" or "ms" not in r or not r.get("kernel"):
-            continue
-        if r.get("diff") is None or r["diff"] > 1e-3 or r.get("all_finite") is False:
-            continue
-        cfg = config_of(r["kernel"], spec)
-        if cfg is not None:
-            found[(r["m"], r["n"], r["k"])][cfg.kernel_name()].append(r["ms"] * 1e-3)
-    return {s: {k: statistics.median(t) for k, t in v.items()} for s, v in found.items()}
-
-
 def best_over_api(path: Path, match: tuple = ()) -> dict:
     """(m, n, k) -> (the API's kernel, its median, [(median / the API's, median, kernel)] fastest
     first, the best ratio among kernels whose name holds every `match` string or None); shapes whose
     API kernel the file did not time map to (the API's kernel, None, [], None)."""
     out = {}
-    for (m, n, k), kernels in sorted(medians(path).items()):
+    for (m, n, k), kernels in sorted(timings(path).items()):
+        kernels = {name: t for name, t in kernels.items() if name != "cublas"}
         api = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", NUM_SMS).config.kernel_name()
         if api not in kernels:
             out[(m, n, k)] = (api, None, [], None)

@@ -162,6 +162,28 @@ def with_table(rows, params: ModelParams) -> ModelParams:
     return replace(params, tc_table=params.tc_table + new)
 
 
+def objective(rows, p: ModelParams) -> float:
+    """What the fits minimise: log error + 2 x (mean regret of the chooser's picks - 1), a pick no
+    spec timed charged UNMEASURED_REGRET."""
+    e, _ = score(rows, p)
+    measured, unmeasured, regret = picks(rows, p)
+    mean = (measured * regret + unmeasured * UNMEASURED_REGRET) / (measured + unmeasured)
+    return math.log(e) + 2 * (mean - 1)
+
+
+def search(rows, params: ModelParams, variants, rounds: int = 3) -> ModelParams:
+    """Coordinate search: `rounds` times over multiplicative steps f, keep each of variants(best, f)
+    that lowers the objective."""
+    best, best_v = params, objective(rows, params)
+    for _ in range(rounds):
+        for f in (0.8, 0.9, 0.95, 1.05, 1.1, 1.25):
+            for cand in variants(best, f):
+                v = objective(rows, cand)
+                if v < best_v - 1e-9:
+                    best, best_v = cand, v
+    return best
+
+
 def fit(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
     """Coordinate search, one constant at a time over multiplicative steps (each BLOCK_M factor of
     tc_block_m and each tile's entry of tc_table on its own); objective: log error + 2 x (mean
@@ -169,12 +191,6 @@ def fit(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
     charge a lower error bought picks of never-timed tiles at most shapes (steps 45 and 84), the
     ones that then measured slower."""
     params = with_table(rows, params)
-
-    def objective(p):
-        e, _ = score(rows, p)
-        measured, unmeasured, regret = picks(rows, p)
-        mean = (measured * regret + unmeasured * UNMEASURED_REGRET) / (measured + unmeasured)
-        return math.log(e) + 2 * (mean - 1)
 
     def variants(p: ModelParams, f: float):
         for fl in fields(p):
@@ -194,14 +210,7 @@ def fit(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
             if lo <= value * f <= hi:
                 yield replace(p, **{fl.name: value * f})
 
-    best, best_v = params, objective(params)
-    for _ in range(rounds):
-        for f in (0.8, 0.9, 0.95, 1.05, 1.1, 1.25):
-            for cand in variants(best, f):
-                v = objective(cand)
-                if v < best_v - 1e-9:
-                    best, best_v = cand, v
-    return best
+    return search(rows, params, variants, rounds)
 
 
 # the first spec that timed the tiles of steps 120-121's promotion by indexed jumps in that form (the
@@ -240,22 +249,12 @@ def fit_jump_entries(rows, params: ModelParams, rounds: int = 3) -> ModelParams:
     params = replace(params, tc_table=table + tuple((bm, bn, have.get((bm, bn)) or tc_efficiency(bm, bn, params))
                                                     for bm, bn in tiles))
 
-    def objective(p):
-        e, _ = score(rows, p)
-        measured, unmeasured, regret = picks(rows, p)
-        mean = (measured * regret + unmeasured * UNMEASURED_REGRET) / (measured + unmeasured)
-        return math.log(e) + 2 * (mean - 1)
+    def variants(p: ModelParams, f: float):
+        for i, (bm, bn, v) in enumerate(p.tc_table):
+            if (bm, bn) in tiles:
+                yield replace(p, tc_table=p.tc_table[:i] + ((bm, bn, round(v * f, 4)),) + p.tc_table[i + 1:])
 
-    best, best_v = params, objective(params)
-    for _ in range(rounds):
-        for f in (0.8, 0.9, 0.95, 1.05, 1.1, 1.25):
-            for i, (bm, bn, v) in enumerate(best.tc_table):
-                if (bm, bn) in tiles:
-                    cand = replace(best, tc_table=best.tc_table[:i] + ((bm, bn, round(v * f, 4)),) + best.tc_table[i + 1:])
-                    value = objective(cand)
-                    if value < best_v - 1e-9:
-                        best, best_v = cand, value
-    return best
+    return search(rows, params, variants, rounds)
 
 
 def report(rows, label: str, params: ModelParams) -> None:

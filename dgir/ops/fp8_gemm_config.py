@@ -229,7 +229,6 @@ MAX_STAGES = 12
 SHARED_SM_MAX_BLOCK_N = {2: {"fp32": 200, "rescaled": 128},
                          3: {"fp32": 104, "rescaled": 64},
                          4: {"fp32": 72, "rescaled": 64}}
-TWO_CTA_MAX_BLOCK_N = SHARED_SM_MAX_BLOCK_N[2]
 
 
 def ring_staging_panels(block_m: int, block_n: int) -> list[tuple[str, int]] | None:
