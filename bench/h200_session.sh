@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
       timeout "${EXP_TIMEOUT:-240}" python3 "$R/bench/experiments.py" --out "$OUT/$(basename "$spec" .txt)_exp.json" \
         ${EXP_ARGS:-} $(cat "$R/$spec") 2>&1 | cut -c1-200 ;;
     probe)   # the bare wgmma rate and dgir's loop around it (bench/wgmma_rate_probe.py)
-      timeout "${PROBE_TIMEOUT:-120}" python3 "$R/bench/wgmma_rate_probe.py" --out "$OUT/wgmma_rate.json" 2>&1 | tail -1 | cut -c1-200 ;;
+      timeout "${PROBE_TIMEOUT:-120}" python3 "$R/bench/wgmma_rate_probe.py" --out "$OUT/wgmma_rate.json" ${PROBE_ARGS:-} 2>&1 | tail -1 | cut -c1-200 ;;
     *) echo "unknown step $1"; exit 2 ;;
   esac
   shift

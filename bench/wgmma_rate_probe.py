@@ -14,6 +14,8 @@ one CTA per SM, that runs `--blocks` K blocks back to back and times them with %
             (the full barrier's wait and the empty one's arrival per block, slot and parity from the
             block counter over an 11-slot ring; the two A-row scales from shared memory and B's from
             global memory, multiplied; both);
+            promote_bar2 / promote_all2: as promote_bar / promote_all with one wait and one release
+            per two K blocks (a ring slot holding two K blocks);
             promote_desc: promote with the wgmma descriptors built each K block from the slot, as
             dgir builds them (the warpgroup's slab in a regular register, so ptxas moves each into
             uniform registers: R2UR); promote_all: barriers, scales and descriptors;
@@ -53,6 +55,8 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
     regs = n // 2                              # FP32 accumulator registers of m64nNk32 per thread
     sets = 1 if retire == "wait0" else 2
     promoting = retire.startswith("promote")
+    paired = retire.endswith("2")             # one barrier wait and one release per two K blocks
+    retire = retire.rstrip("2")
     with_bar = retire in ("promote_bar", "promote_full", "promote_all")
     with_scales = retire in ("promote_scales", "promote_full", "promote_all")
     with_desc = retire in ("promote_desc", "promote_all")
@@ -152,13 +156,20 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
         """dgir's wait on a ring slot's full barrier: slot and parity from the block counter."""
         if not with_bar:
             return
-        emit(f"  rem.u32 %q5, {blk}, {RING};\n  div.u32 %q6, {blk}, {RING};\n  and.b32 %q6, %q6, %q15;")
+        if paired:         # the pair's barrier: (block / 2) % (RING / 2), parity (block / 2) / (RING / 2)
+            emit(f"  shr.u32 %q14, {blk}, 1;")
+            emit(f"  rem.u32 %q5, %q14, {RING // 2};\n  div.u32 %q6, %q14, {RING // 2};\n  and.b32 %q6, %q6, %q15;")
+        else:
+            emit(f"  rem.u32 %q5, {blk}, {RING};\n  div.u32 %q6, {blk}, {RING};\n  and.b32 %q6, %q6, %q15;")
         emit(f"  mad.lo.u32 %q7, %q5, 8, %r3;\n  add.u32 %q7, %q7, {bars};")
         label = f"W{len(lines)}"
         emit(f"{label}:\n  mbarrier.try_wait.parity.shared::cta.b64 %p2, [%q7], %q6;\n  @!%p2 bra {label};")
 
     def release(blk: str):
-        if with_bar:
+        if with_bar and paired:
+            emit(f"  shr.u32 %q14, {blk}, 1;\n  rem.u32 %q5, %q14, {RING // 2};\n  mad.lo.u32 %q8, %q5, 8, %r3;")
+            emit(f"  add.u32 %q8, %q8, {bars + 8 * RING};\n  @%p3 mbarrier.arrive.shared::cta.b64 _, [%q8];")
+        elif with_bar:
             emit(f"  rem.u32 %q5, {blk}, {RING};\n  mad.lo.u32 %q8, %q5, 8, %r3;\n  add.u32 %q8, %q8, {bars + 8 * RING};")
             emit("  @%p3 mbarrier.arrive.shared::cta.b64 _, [%q8];")
 
@@ -190,7 +201,8 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
         emit("LOOP:")
         for j, s in enumerate((0, 1, 0, 1)):
             emit(f"  add.u32 %q12, %r13, {j};")
-            wait_full("%q12")
+            if not (paired and j % 2):      # a pair's second block: its slot's barrier was waited for
+                wait_full("%q12")
             if operands == "rs_lds":
                 load_a()
             group(s, "%q12")
@@ -199,7 +211,8 @@ def probe_ptx(n: int, operands: str, retire: str, warpgroups: int) -> str:
                 load_scales("%q13")
                 emit("  wgmma.wait_group.sync.aligned 1;")
                 if promoting:
-                    release("%q13")
+                    if not (paired and j % 2):   # release a pair after its second block retires
+                        release("%q13")
                     promote(1 - s)
         emit("  add.u32 %q13, %r13, 3;")
         load_scales("%q13")
@@ -228,6 +241,10 @@ VARIANTS = [(n, ops, ret, wg) for n, ops, ret, wg in itertools.product(
 # dgir's loop around the same wgmmas: its barrier wait and release per block, its scale reads, both
 VARIANTS += [(n, "ss", ret, wg) for n, ret, wg in itertools.product(
     (64, 128), ("promote_bar", "promote_scales", "promote_full", "promote_desc", "promote_all"), (1, 2))]
+# the same with one barrier wait and one release per two K blocks (a ring slot of two K blocks)
+VARIANTS += [(n, "ss", ret, wg) for n, ret, wg in itertools.product(
+    (32, 64, 128), ("promote_bar2", "promote_all2"), (1, 2))]
+VARIANTS += [(32, "ss", ret, 1) for ret in ("promote_bar", "promote_all")]
 
 # the tensor core's rate across widths that are not powers of two (two warpgroups, which reach the
 # peak at N = 64 / 128): whether a width costs its own columns or rounds up to a coarser step (the
@@ -246,7 +263,7 @@ def smem_bytes(n: int) -> int:
     return B_BASE + n * 128 + 16 * RING + 2 * 4 * 64 * RING
 
 
-def run(blocks: int, out_path: str | None) -> None:
+def run(blocks: int, out_path: str | None, match: list[str] | None = None) -> None:
     import ctypes
     import datetime
     import statistics
@@ -257,6 +274,8 @@ def run(blocks: int, out_path: str | None) -> None:
     dev = torch.cuda.get_device_properties(0)
     rows = []
     for v in VARIANTS:
+        if match and not any(m in name(v) for m in match):
+            continue
         n, ops, ret, wg = v
         res = assemble(probe_ptx(*v))
         fn = driver.load_module(res.cubin).function("probe")
@@ -293,6 +312,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out")
     ap.add_argument("--blocks", type=int, default=4096)
     ap.add_argument("--compile-only", action="store_true")
+    ap.add_argument("--match", action="append", metavar="SUBSTR",
+                    help="run only the variants whose name contains one of these (repeatable)")
     ap.add_argument("--print", metavar="VARIANT", help="print one variant's PTX (e.g. n64_ss_inflight_wg1)")
     a = ap.parse_args(argv)
     if a.print:
@@ -305,7 +326,7 @@ def main(argv=None) -> int:
             r = res.resources
             print(f"{name(v):24s} {r.registers:3d} registers, {r.spill_stores} spill stores, warnings: {res.warnings}")
         return 0
-    run(a.blocks, a.out)
+    run(a.blocks, a.out, a.match)
     return 0
 
 
