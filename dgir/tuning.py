@@ -75,13 +75,44 @@ def _key(e: dict) -> tuple:
     return e.get("device"), e.get("sms"), e.get("op"), e.get("m"), e.get("n"), e.get("k")
 
 
-def _measured_any(op: str, device: str, sms: int):
-    """Every entry with a config for (device, sms, op), user cache first."""
+def _own_entries(op: str, device: str, sms: int):
     for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
         for e in _entries(path):
             dev, s, o = _key(e)[:3]
             if (dev, s, o) == (device, sms, op) and isinstance(e.get("config"), dict):
                 yield e
+
+
+# Hopper parts built on the H200's chip (GH100, sm_90a).  One of them with the reference device's SM
+# count and no entry of its own for a shape takes the reference device's (stand_in_device): the H100
+# SXM runs the same 132 SMs with less memory bandwidth (3.35 against 4.8 TB/s), and the configs
+# measured on the H200 took 0.945x the time of the cost model's picks at the issue's 14 small-M cells
+# on an H100 (bench/TUNING.md step 124, from two H100 files); spec 308 times it head to head.
+SAME_CHIP_PREFIXES = ("NVIDIA H100", "NVIDIA H800", "NVIDIA H200", "NVIDIA GH200")
+
+
+def stand_in_device(device: str, sms: int, target: str = "sm90a") -> str | None:
+    """The device whose entries fill in for `device`'s missing ones, or None: the target's reference
+    device (TARGET_DEVICE) where `device` is another part of the same chip with the same SM count."""
+    ref, ref_sms = TARGET_DEVICE[target]
+    if device == ref or sms != ref_sms or not device.startswith(SAME_CHIP_PREFIXES):
+        return None
+    return ref
+
+
+def _measured_any(op: str, device: str, sms: int):
+    """Every entry with a config for (device, sms, op), user cache first; then the stand-in device's
+    entries (stand_in_device) at the shapes this device has none for.  An entry keeps its own
+    `device`, so a choice says where it was measured."""
+    own = list(_own_entries(op, device, sms))
+    yield from own
+    ref = stand_in_device(device, sms)
+    if ref is None:
+        return
+    have = {(e.get("m"), e.get("n"), e.get("k")) for e in own}
+    for e in _own_entries(op, ref, sms):
+        if (e.get("m"), e.get("n"), e.get("k")) not in have:
+            yield e
 
 
 def _measured(op: str, device: str, sms: int, n: int, k: int):
@@ -206,6 +237,12 @@ class Choice:
         return self.source + (f" ({self.detail})" if self.detail else "")
 
 
+def measured_on(entry: dict, device: str) -> str:
+    """", measured on <device>" where the entry is the stand-in device's, else ""."""
+    dev = entry.get("device")
+    return f", measured on {dev}" if dev != device else ""
+
+
 def valid_config(fields: dict):
     """The config an entry names, or None when it does not describe a legal config (stale entry)."""
     from .ops import OpError
@@ -280,8 +317,9 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, device_sms=None
         hit = lookup(op, device, sms, m, n, k)
         cfg = valid_config(hit["config"]) if hit is not None else None
         if cfg is not None:
-            say(f"measured: {cfg.kernel_name()}, {hit.get('us')} us ({hit.get('source', '?')})")
-            return Choice(cfg, "measured", f"{where}, M={m}")
+            on = measured_on(hit, device)
+            say(f"measured: {cfg.kernel_name()}, {hit.get('us')} us ({hit.get('source', '?')}){on}")
+            return Choice(cfg, "measured", f"{where}, M={m}{on}")
         say("measured: " + ("a stale entry, skipped" if hit is not None else f"no entry for {m}x{n}x{k} on {where}"))
         if device_sms is not None:       # a launch on `sms` of the device's SMs (set_num_sms)
             whole = lookup(op, device, device_sms, m, n, k)
@@ -307,10 +345,11 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, device_sms=None
             say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}, set aside: {outgrown}")
             near = None
         if near is not None:
-            say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}")
+            on = measured_on(lookup(op, device, sms, near[1], n, k) or {"device": device}, device)
+            say(f"nearby: {near[0].kernel_name()}, the entry at M={near[1]}{on}")
             for line in weighed:
                 say(line)
-            return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}")
+            return Choice(near[0], "nearby", f"{where}, the entry at M={near[1]}{on}")
         elif not outgrown:
             say(f"nearby: no entry for N={n} K={k} near M={m}")
     model = get_operator(op).choose_config(m=m, n=n, k=k, num_sms=sms,
@@ -320,7 +359,7 @@ def _choose(op, m, n, k, device, sms, *, tuned, autotune, trace, device_sms=None
         carried = analogous_config(op, m, n, k, device, sms, model)
         if carried is not None:
             cfg, e, note = carried
-            detail = f"carried from N={e['n']} K={e['k']} M={e['m']}" + (f"; {note}" if note else "")
+            detail = f"carried from N={e['n']} K={e['k']} M={e['m']}{measured_on(e, device)}" + (f"; {note}" if note else "")
             say(f"analogous: the model's pick is of a kind it misjudges here; {cfg.kernel_name()}, {detail}")
             return Choice(cfg, "analogous", f"{where}, {detail}")
         say("analogous: " + (f"not asked (M > {ANALOG_MAX_M})" if m > ANALOG_MAX_M else

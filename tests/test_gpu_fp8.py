@@ -981,6 +981,7 @@ UNMEASURED = [(64, 1664, 7168, "analogous"), (48, 1792, 7168, "analogous"), (128
 def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k, source):
     from dgir import deep_gemm
     from dgir.ops import get_operator
+    from dgir import tuning
     from dgir.ops.fp8_gemm import settle_m_tail
     from dgir.runtime.device import properties
     d, ref, _ = _run(m, n, k)
@@ -989,8 +990,10 @@ def test_unmeasured_shapes_run_their_carried_or_modelled_config(m, n, k, source)
     choice = deep_gemm._choice("fp8_gemm_nt", m, n, k, properties(dev), dev)
     model = get_operator("fp8_gemm_nt").choose_config(m=m, n=n, k=k, num_sms=properties(dev).sms)
     model = settle_m_tail(model, m)      # the API's m_tail for this M (600 = 9 x 64 + 24: shifted)
-    if properties(dev).name != TUNED_DEVICE:
-        source = "model"                 # the measured entries these rules carry are the H200's
+    name, sms = properties(dev).name, properties(dev).sms
+    if name != TUNED_DEVICE and tuning.stand_in_device(name, sms) != TUNED_DEVICE:
+        source = "model"                 # the measured entries these rules carry are the H200's (and its
+        #                                  stand-ins': the H100 SXM, tuning.stand_in_device)
     assert choice.source == source, choice.describe()
     assert (choice.config != model) == (source != "model"), (choice.config.kernel_name(), model.kernel_name())
 

@@ -80,12 +80,40 @@ def test_api_uses_the_measured_config_and_the_model_elsewhere(monkeypatch):
     hit = tuning.lookup("fp8_gemm_nt", H200.name, H200.sms, 64, 32768, 512)
     assert hit is not None
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == Fp8GemmConfig(**hit["config"])
-    # another device, another shape, or DGIR_TUNED=0: the cost model's choice
-    other = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
-    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, other, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
+    # another device (not one the H200's entries stand in for), another shape, or DGIR_TUNED=0: the
+    # cost model's choice
+    other = SimpleNamespace(name="NVIDIA H100 PCIe", sms=114)
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, other, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=114)
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 640, H200, 0) == op.choose_config(m=64, n=32768, k=640, num_sms=132)
     monkeypatch.setenv("DGIR_TUNED", "0")
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
+
+
+def test_the_h200_entries_stand_in_for_an_h100_sxm_without_its_own():
+    """The H100 SXM (the same GH100 with the same 132 SMs) takes the H200's entries where it has none
+    of its own: exact, nearby and analogous alike, each saying where it was measured; an entry of its
+    own (the user's autotuned one) wins over the stand-in's; another SM count or another chip takes
+    none (bench/TUNING.md step 124)."""
+    from dataclasses import asdict
+    h100 = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
+    assert tuning.stand_in_device(h100.name, 132) == H200.name
+    assert tuning.stand_in_device("NVIDIA H100 PCIe", 114) is None       # another SM count
+    assert tuning.stand_in_device("NVIDIA B200", 132) is None            # another chip
+    assert tuning.stand_in_device(H200.name, 132) is None
+    for m, n, k, source in ((64, 32768, 512, "measured"), (100, 7168, 16384, "nearby"),
+                            (64, 1664, 7168, "analogous")):
+        on_h100 = tuning.choose("fp8_gemm_nt", m, n, k, h100.name, 132)
+        on_h200 = tuning.choose("fp8_gemm_nt", m, n, k, H200.name, 132)
+        assert on_h100.config == on_h200.config and on_h100.source == on_h200.source == source
+        assert "measured on NVIDIA H200" in on_h100.detail and "measured on" not in on_h200.detail
+    # an entry of the H100's own at that shape wins
+    own = Fp8GemmConfig(n=32768, k=512, block_m=64, block_n=128, stages=8)
+    tuning.record({"device": h100.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 32768, "k": 512,
+                   "config": asdict(own), "us": 1.0, "source": "autotune"})
+    deep_gemm._choice_for.cache_clear()
+    c = tuning.choose("fp8_gemm_nt", 64, 32768, 512, h100.name, 132)
+    assert c.config == own and "measured on" not in c.detail
+    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, h100, 0) == own
 
 
 def _shipped(m, n, k):
