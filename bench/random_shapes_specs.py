@@ -1538,13 +1538,14 @@ def stand_in_choices(m, n, k, device=H100_SXM):
     return before, tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
 
 
-def stand_in_lines(seed=308, count=12):
+def stand_in_lines(seed=308, count=12, issue_cells=True):
     """Spec 308 (step 124): on an H100 SXM, the API's config as it was (the cost model: no entry of the
     H100's own) against the H200's entries standing in (`tuning.stand_in_device`), at the issue's 21
     cells and `count` shapes of `table_rows_shapes(seed)` (the shipped table's (N, K) at random M)
     where the two differ; per shape both (order flipped from shape to shape) and cuBLAS.  Run on the
-    H100: the H200 already runs its own entries."""
-    shapes = [(m, n, k) for m in (64, 128, 4096) for n, k in ISSUE_NK]
+    H100: the H200 already runs its own entries.  Spec 309: a second draw (seed 309), 20 shapes, no
+    issue cells."""
+    shapes = [(m, n, k) for m in (64, 128, 4096) for n, k in ISSUE_NK] if issue_cells else []
     drawn = [s for s in table_rows_shapes(seed, 4 * count) if s not in shapes]
     out, changed = [], 0
     for m, n, k in shapes + drawn:
@@ -1632,6 +1633,7 @@ NAMED = {
     "--shared-sm": (shared_sm_lines, 1),
     "--jump-entry-136": (jump_entry_136_lines, 2),
     "--stand-in": (stand_in_lines, 2),
+    "--stand-in-held-out": (lambda: stand_in_lines(309, 20, issue_cells=False), 2),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1647,14 +1649,15 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-held-out", "--narrow-cols-untimed", "--num-sms",
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
-                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in")
+                    "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
+                    "--stand-in-held-out")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
-                       "--stand-in")
+                       "--stand-in", "--stand-in-held-out")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
