@@ -1,12 +1,16 @@
 """Build dgir's shipped table of measured configs from the committed measurements.
 
-    python bench/make_tuned_table.py          # writes dgir/tuned/fp8_gemm_nt_h200.json
+    python bench/make_tuned_table.py          # writes dgir/tuned/fp8_gemm_nt_h200.json and _h100.json
 
 For every shape with M a power of two that bench/results holds timings of two or more configs for (the tuning
 experiments bench/results/raw/tune10..14 and the default rows of the full run at 2683681), the fastest
 correct one (calc_diff < 1e-3, every element finite where recorded) becomes an entry of
 dgir.tuning's table, with its time and the file it came from.  Configs are read back from kernel
 names; rows of ablation variants are skipped.
+
+The H100 SXM's entries come from its own files (H100_SOURCES: the sweep of the grid at the issue's
+seven (N, K), specs 310-311, and the H100 runs beside them) into their own file; where the H100 has
+no entry, dgir.tuning lets the H200's stand in (bench/TUNING.md step 124).
 
 Cross-file fastest samples compare leases that differ by up to ~10%, so a head-to-head within one
 file outranks them: when the newest file that timed the chosen config at least twice also timed
@@ -77,6 +81,11 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # the K = 1536-2048 entries at M > 1024 that still had 192-row or older picks, against
            # 256x128 with the early epilogue (step 97)
            + ["results/raw/tune203_exp.json"])
+# the H100 SXM's own timings (every H100 run of the fp8_gemm_nt sweeps and full tables committed)
+H100 = "NVIDIA H100 80GB HBM3"
+H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (298, 299, 306, 307, 308, 309, 310, 311)])
+H100_OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h100.json"
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
 OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h200.json"
@@ -133,13 +142,17 @@ def settled_kernel(kernel: str, m: int, src: str) -> str | None:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=OUT)
-    out = ap.parse_args().out
+    ap.add_argument("--out", type=Path, default=OUT, help="the H200's entries")
+    ap.add_argument("--h100-out", type=Path, default=H100_OUT, help="the H100 SXM's entries")
+    args = ap.parse_args()
+    out, h100_out = args.out, args.h100_out
     timed = defaultdict(dict)          # (device, m, n, k) -> kernel -> (seconds, config, source)
     samples = defaultdict(lambda: defaultdict(list))   # (device, m, n, k, source) -> kernel -> [seconds]
-    for src in SOURCES:
+    for src in SOURCES + [p for p in H100_SOURCES if (ROOT / p).exists()]:
         doc = json.loads((ROOT / src).read_text())
         device = doc["device"]["name"] if isinstance(doc.get("device"), dict) else doc.get("device")
+        if (device == H100) != (src in H100_SOURCES):
+            raise SystemExit(f"{src}: timed on {device}, listed as {'an H100' if src in H100_SOURCES else 'an H200'} source")
         for r in doc["rows"]:
             if r.get("variant", "default") != "default" or "ms" not in r or not r.get("kernel"):
                 continue
@@ -175,9 +188,11 @@ def main():
         entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
                         "config": cfg.as_dict(), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
                         "configs_timed": len(runs)})
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True) + "\n")
-    print(f"{len(entries)} shapes -> {out}")
+    for path, mine in ((out, [e for e in entries if e["device"] != H100]),
+                       (h100_out, [e for e in entries if e["device"] == H100])):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"version": 1, "entries": mine}, indent=1, sort_keys=True) + "\n")
+        print(f"{len(mine)} shapes -> {path}")
 
 
 if __name__ == "__main__":

@@ -1561,6 +1561,39 @@ def stand_in_lines(seed=308, count=12, issue_cells=True):
     return out
 
 
+def h100_grid_lines(m_range=(1, 1024), top=3, rows=ISSUE_NK):
+    """Specs 310-311 (step 124): the H100's own sweep of the shipped table's grid (the table's M at
+    the issue's seven (N, K), M in `m_range`): at each shape the H200's entry (what the H100 runs by
+    the stand-in) and the cost model's `top` candidates for 132 SMs (`autotune.candidates`, the
+    autotuner's list), each once in order and once reversed; `make_tuned_table.py` builds the H100's
+    entries from them."""
+    import json
+
+    from dgir import tuning
+    from dgir.autotune import candidates
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
+                           "fp8_gemm_nt_h200.json")) as f:
+        grid = sorted({(e["m"], e["n"], e["k"]) for e in json.load(f)["entries"]
+                       if (e["n"], e["k"]) in rows and m_range[0] <= e["m"] <= m_range[1]})
+    out = []
+    for m, n, k in grid:
+        configs = [tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config]
+        for c in candidates(m, n, k, 132, top):
+            c = settle_api(c, m)
+            if c not in configs:
+                configs.append(c)
+        fwd = [f"{api_spec(m, c)}:default" for c in configs[:top + 1]]
+        out += fwd + fwd[::-1]
+    return out
+
+
+def settle_api(cfg, m):
+    """`cfg` as the API would run it at M (tuning.choose settles every choice: m tail, early
+    epilogue, tile order)."""
+    from dgir.ops import fp8_gemm as F
+    return F.settle(cfg, m)
+
+
 def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
@@ -1634,6 +1667,8 @@ NAMED = {
     "--jump-entry-136": (jump_entry_136_lines, 2),
     "--stand-in": (stand_in_lines, 2),
     "--stand-in-held-out": (lambda: stand_in_lines(309, 20, issue_cells=False), 2),
+    "--h100-grid-low": (lambda: h100_grid_lines((1, 1024)), 1),
+    "--h100-grid-high": (lambda: h100_grid_lines((1025, 8192)), 1),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1650,14 +1685,14 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
                     "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
-                    "--stand-in-held-out")
+                    "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
-                       "--stand-in", "--stand-in-held-out")
+                       "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

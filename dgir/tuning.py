@@ -121,8 +121,11 @@ def _measured(op: str, device: str, sms: int, n: int, k: int):
 
 
 def _grid(op: str, device: str, sms: int, n: int, k: int) -> list[dict]:
-    """The entries for (device, sms, op, n, k) that name a positive M, user cache first."""
-    return [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    """The entries for (device, sms, op, n, k) that name a positive M, user cache first: the device's
+    own where it has any for (n, k), else the stand-in's.  The nearby rules weigh measured times
+    against each other, so they weigh one device's."""
+    grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
+    return [e for e in grid if e.get("device") == device] or grid
 
 
 def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
