@@ -1587,6 +1587,48 @@ def h100_grid_lines(m_range=(1, 1024), top=3, rows=ISSUE_NK):
     return out
 
 
+def without_h100_table(m, n, k):
+    """The API's config on an H100 SXM with the H200's entries standing in everywhere (as at 7dd42bd,
+    before the H100's own table)."""
+    from dgir import tuning
+    real = tuning._own_entries
+    tuning._own_entries = lambda op, device, sms: (real(op, device, sms) if device != H100_SXM else iter(()))
+    try:
+        return tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
+    finally:
+        tuning._own_entries = real
+
+
+def h100_table_lines(seed=312, count=16):
+    """Spec 312 (step 124): the H100's own entries (specs 310-311) held out.  At every grid shape where
+    the H100's entry differs from the H200's (which stood in before), both again in a fresh run; then
+    `count` random shapes at the issue's seven (N, K) (`table_rows_shapes(seed)`, M off the grid)
+    where the H100's table changes the API's choice (its nearby rules now weigh the H100's entries).
+    Per shape: the H100 table's config, the stand-in's, in order then reversed (order flipped from
+    shape to shape); cuBLAS at the random shapes."""
+    import json
+
+    from dgir import tuning
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
+                           "fp8_gemm_nt_h100.json")) as f:
+        grid = sorted((e["m"], e["n"], e["k"]) for e in json.load(f)["entries"] if (e["n"], e["k"]) in ISSUE_NK)
+    drawn = [s for s in table_rows_shapes(seed, 6 * count, only=ISSUE_NK) if s not in grid]
+    out, changed = [], 0
+    for m, n, k in grid + drawn:
+        before = without_h100_table(m, n, k)
+        after = tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
+        if before == after:
+            continue
+        if (m, n, k) not in grid:
+            if changed == count:
+                continue
+            changed += 1
+        pair = [f"{api_spec(m, after)}:default", f"{api_spec(m, before)}:default"]
+        pair = pair[::-1] if len(out) % 2 else pair
+        out += pair + pair[::-1] + ([f"{m},{n},{k}::cublas"] if (m, n, k) not in grid else [])
+    return out
+
+
 def settle_api(cfg, m):
     """`cfg` as the API would run it at M (tuning.choose settles every choice: m tail, early
     epilogue, tile order)."""
@@ -1669,6 +1711,7 @@ NAMED = {
     "--stand-in-held-out": (lambda: stand_in_lines(309, 20, issue_cells=False), 2),
     "--h100-grid-low": (lambda: h100_grid_lines((1, 1024)), 1),
     "--h100-grid-high": (lambda: h100_grid_lines((1025, 8192)), 1),
+    "--h100-table": (h100_table_lines, 1),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1685,14 +1728,14 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
                     "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
-                    "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high")
+                    "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
-                       "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high")
+                       "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
