@@ -120,12 +120,19 @@ def _measured(op: str, device: str, sms: int, n: int, k: int):
     return (e for e in _measured_any(op, device, sms) if (e.get("n"), e.get("k")) == (n, k))
 
 
-def _grid(op: str, device: str, sms: int, n: int, k: int) -> list[dict]:
-    """The entries for (device, sms, op, n, k) that name a positive M, user cache first: the device's
-    own where it has any for (n, k), else the stand-in's.  The nearby rules weigh measured times
-    against each other, so they weigh one device's."""
+def _grids(op: str, device: str, sms: int, n: int, k: int) -> list[list[dict]]:
+    """The entries for (device, sms, op, n, k) that name a positive M, user cache first, as one list
+    per device that measured them: the device's own, then the stand-in's (empty lists left out).  The
+    nearby rules weigh measured times against each other, so they weigh one device's at a time."""
     grid = [e for e in _measured(op, device, sms, n, k) if isinstance(e.get("m"), int) and e["m"] >= 1]
-    return [e for e in grid if e.get("device") == device] or grid
+    own = [e for e in grid if e.get("device") == device]
+    return [g for g in (own, [e for e in grid if e.get("device") != device]) if g]
+
+
+def _grid(op: str, device: str, sms: int, n: int, k: int) -> list[dict]:
+    """The first of `_grids`: the device's own entries for (n, k) where it has any."""
+    grids = _grids(op, device, sms, n, k)
+    return grids[0] if grids else []
 
 
 def lookup(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
@@ -137,10 +144,11 @@ SMALL_M = 128             # 1, 17, 96 -> the entry at 64 or 128 (nearest)
 NEAREST_RATIO = 1.25      # nearest() also accepts an entry this close when only one side is small
 
 
-def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | None:
+def nearest(op: str, device: str, sms: int, m: int, n: int, k: int, grid: list | None = None) -> dict | None:
     """The entry for (device, sms, op, n, k) whose M is nearest to `m` on a log scale (ties: the
-    larger M; user cache first), if it is close (see the module doc); else None."""
-    grid = _grid(op, device, sms, n, k)
+    larger M; user cache first), if it is close (see the module doc); else None.  grid: the entries
+    to look in (default `_grid`)."""
+    grid = _grid(op, device, sms, n, k) if grid is None else grid
     if not grid:
         return None
     # min keeps the first of equal keys: the user cache's entry at an M the table also has
@@ -152,10 +160,10 @@ def nearest(op: str, device: str, sms: int, m: int, n: int, k: int) -> dict | No
 GRID_RATIO = 1.5          # the shipped grid's widest step (2^i -> 3 * 2^i -> 2^(i+2))
 
 
-def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
+def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int, grid: list | None = None) -> list[dict]:
     """The entries for (device, sms, op, n, k) at the nearest measured M below `m` and the nearest
     above (user cache first among equal M), each within a factor GRID_RATIO of `m`."""
-    grid = _grid(op, device, sms, n, k)
+    grid = _grid(op, device, sms, n, k) if grid is None else grid
     below = [e for e in grid if m / GRID_RATIO <= e["m"] <= m]
     above = [e for e in grid if m < e["m"] <= m * GRID_RATIO]
     out = []
@@ -169,13 +177,13 @@ def bracketing(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[d
 WIDE_NEARBY_M = 512       # above it, nearby_config also weighs the entries beyond the bracketing two
 
 
-def within_grid_ratio(op: str, device: str, sms: int, m: int, n: int, k: int) -> list[dict]:
+def within_grid_ratio(op: str, device: str, sms: int, m: int, n: int, k: int, grid: list | None = None) -> list[dict]:
     """Every entry for (device, sms, op, n, k) whose M is within a factor GRID_RATIO of `m`, one per
     M (the user cache's first).  Step 87: M = 4097 sits just past the 4096 entry, whose 256-row tiles
     leave a 17th block one row deep; the 3072 entry's 192-row tiles (the table of then), scaled by
     their rounds, were the better estimate there (4097x32768x512: 144.8 us against 152.5)."""
     out: dict[int, dict] = {}
-    for e in _grid(op, device, sms, n, k):
+    for e in _grid(op, device, sms, n, k) if grid is None else grid:
         if m / GRID_RATIO <= e["m"] <= m * GRID_RATIO:
             out.setdefault(e["m"], e)
     return list(out.values())
@@ -505,15 +513,27 @@ def nearby_config(op, m, n, k, device, sms, load=None, trace: list | None = None
     estimated NEARBY_MARGIN faster (step 87: compared in turn, nearer first, a 3584 entry between
     blocked a 6144 entry that ran 8% faster at 4097x4096x7168).  Up to
     WIDE_NEARBY_M the walks take one or two rounds, where rounds do not say the time (step 85).
+    The device's own entries first; where they give none, the stand-in device's (`_grids`: times of
+    one device are weighed against each other; spec 312 found the H100's grid without an entry near
+    3548x576x7168, where the model's pick took 1.25x the H200 entry's time).
     trace: a list that gets one line per entry weighed (its config, time and estimate at M)."""
+    for grid in _grids(op, device, sms, n, k):      # the device's own entries, then the stand-in's
+        found = _nearby_in(grid, op, m, n, k, device, sms, load, trace)
+        if found is not None:
+            return found
+    return None
+
+
+def _nearby_in(grid, op, m, n, k, device, sms, load, trace):
+    """nearby_config over one device's entries for (n, k)."""
     from .ops.fp8_gemm import sm_load
     load = load or sm_load        # bench/narrow_n_specs.py --nearby-load passes walk_rounds (step 85)
     if m <= SMALL_M:
-        hit = nearest(op, device, sms, m, n, k)
+        hit = nearest(op, device, sms, m, n, k, grid)
         cfg = valid_config(hit["config"]) if hit is not None else None
         return (cfg, hit["m"]) if cfg is not None else None
     scored = []      # (scaled time, distance on a log scale, config, M, measured time); nearest first below
-    entries = (within_grid_ratio if m > WIDE_NEARBY_M else bracketing)(op, device, sms, m, n, k)
+    entries = (within_grid_ratio if m > WIDE_NEARBY_M else bracketing)(op, device, sms, m, n, k, grid)
     for e in entries:
         cfg = valid_config(e["config"])
         if cfg is not None and isinstance(e.get("us"), (int, float)) and e["us"] > 0:

@@ -32,10 +32,12 @@ def _cache(tmp_path, monkeypatch):
 def test_shipped_table_is_rebuilt_from_the_committed_measurements(tmp_path):
     """The table is derived data: regenerating it from bench/results gives the shipped file."""
     fresh = tmp_path / "table.json"
-    out = subprocess.run([sys.executable, "make_tuned_table.py", "--out", str(fresh)], cwd=ROOT / "bench",
+    out = subprocess.run([sys.executable, "make_tuned_table.py", "--out", str(fresh), "--h100-out",
+                          str(tmp_path / "h100.json")], cwd=ROOT / "bench",
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert fresh.read_text() == (tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text()
+    assert (tmp_path / "h100.json").read_text() == (tuning.SHIPPED / "fp8_gemm_nt_h100.json").read_text()
 
 
 def test_coverage_report_is_rebuilt_from_the_committed_measurements(tmp_path):
@@ -100,20 +102,45 @@ def test_the_h200_entries_stand_in_for_an_h100_sxm_without_its_own():
     assert tuning.stand_in_device("NVIDIA H100 PCIe", 114) is None       # another SM count
     assert tuning.stand_in_device("NVIDIA B200", 132) is None            # another chip
     assert tuning.stand_in_device(H200.name, 132) is None
-    for m, n, k, source in ((64, 32768, 512, "measured"), (100, 7168, 16384, "nearby"),
+    for m, n, k, source in ((64, 1024, 7168, "measured"), (100, 1024, 7168, "nearby"),
                             (64, 1664, 7168, "analogous")):
         on_h100 = tuning.choose("fp8_gemm_nt", m, n, k, h100.name, 132)
         on_h200 = tuning.choose("fp8_gemm_nt", m, n, k, H200.name, 132)
         assert on_h100.config == on_h200.config and on_h100.source == on_h200.source == source
         assert "measured on NVIDIA H200" in on_h100.detail and "measured on" not in on_h200.detail
     # an entry of the H100's own at that shape wins
-    own = Fp8GemmConfig(n=32768, k=512, block_m=64, block_n=128, stages=8)
-    tuning.record({"device": h100.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 32768, "k": 512,
+    own = Fp8GemmConfig(n=1024, k=7168, block_m=64, block_n=128, stages=8)
+    tuning.record({"device": h100.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 1024, "k": 7168,
                    "config": asdict(own), "us": 1.0, "source": "autotune"})
     deep_gemm._choice_for.cache_clear()
-    c = tuning.choose("fp8_gemm_nt", 64, 32768, 512, h100.name, 132)
+    c = tuning.choose("fp8_gemm_nt", 64, 1024, 7168, h100.name, 132)
     assert c.config == own and "measured on" not in c.detail
-    assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, h100, 0) == own
+    assert deep_gemm._config("fp8_gemm_nt", 64, 1024, 7168, h100, 0) == own
+    # the nearby rules weigh one device's entries: the H100's own first (its entry at 64 is nearest to
+    # 100 now), the H200's where the H100's give none (M = 3000: nothing of the H100's within x1.5)
+    assert tuning.choose("fp8_gemm_nt", 100, 1024, 7168, h100.name, 132).config == own
+    assert [e["device"] for e in tuning.bracketing("fp8_gemm_nt", h100.name, 132, 3000, 1024, 7168)] == []
+    assert tuning.nearby_config("fp8_gemm_nt", 3000, 1024, 7168, h100.name, 132) == \
+        tuning.nearby_config("fp8_gemm_nt", 3000, 1024, 7168, H200.name, 132)
+
+
+def test_the_h100_sxm_runs_its_own_table_where_it_has_one():
+    """bench/make_tuned_table.py writes the H100 SXM's entries (its own sweeps, specs 310-311) to
+    dgir/tuned/fp8_gemm_nt_h100.json; at those shapes they shadow the H200's (spec 312 re-timed the
+    69 grid shapes where they differ: 0.980x the H200 entry's time, 24 faster, 3 slower by at most
+    3.7%; bench/TUNING.md step 124)."""
+    from dgir.ops.fp8_gemm import settle
+    doc = json.loads((tuning.SHIPPED / "fp8_gemm_nt_h100.json").read_text())
+    h100 = "NVIDIA H100 80GB HBM3"
+    assert len(doc["entries"]) >= 150 and {e["device"] for e in doc["entries"]} == {h100}
+    differ = 0
+    for e in doc["entries"]:
+        assert e["configs_timed"] >= 2 and "h100" in e["source"] and tuning.valid_config(e["config"]) is not None
+        c = tuning.choose("fp8_gemm_nt", e["m"], e["n"], e["k"], h100, 132)
+        assert c.source == "measured" and "measured on" not in c.detail
+        assert c.config == settle(tuning.valid_config(e["config"]), e["m"])
+        differ += c.config != tuning.choose("fp8_gemm_nt", e["m"], e["n"], e["k"], "NVIDIA H200", 132).config
+    assert differ >= 50
 
 
 def _shipped(m, n, k):
