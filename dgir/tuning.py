@@ -9,7 +9,10 @@ the fastest of the configs timed.  Entries come from two places:
   ``DG_AUTOTUNE=1`` (a shape without an entry is timed on first use and recorded).
 
 ``DGIR_TUNED=0`` ignores both (the cost model alone picks).  The user's entries win over shipped
-ones.  A shape without an entry of its own takes a measured config of a nearby M for the same
+ones.  A device's entries are its own (the shipped files hold the H200's and the H100 SXM's); another
+part of the same chip with the same SM count takes the H200's wherever it has none of its own
+(:func:`stand_in_device`), and the nearby rules weigh one device's entries at a time, its own first
+(bench/TUNING.md step 124).  A shape without an entry of its own takes a measured config of a nearby M for the same
 device, operator, N and K: at most SMALL_M (memory-bound: split-K and cluster choices the model
 gets wrong), the entry of the nearest M if it is also small (:func:`nearest`); above, the fastest of
 the entries just below and just above (:func:`bracketing`, within GRID_RATIO; above WIDE_NEARBY_M
