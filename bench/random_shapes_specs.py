@@ -1563,7 +1563,7 @@ def stand_in_lines(seed=308, count=12, issue_cells=True):
 
 def h100_grid_lines(m_range=(1, 1024), top=3, rows=ISSUE_NK):
     """Specs 310-311 (step 124): the H100's own sweep of the shipped table's grid (the table's M at
-    the issue's seven (N, K), M in `m_range`): at each shape the H200's entry (what the H100 runs by
+    the issue's seven (N, K), M in `m_range`; spec 313, queued: the table's other (N, K), `rows`): at each shape the H200's entry (what the H100 runs by
     the stand-in) and the cost model's `top` candidates for 132 SMs (`autotune.candidates`, the
     autotuner's list), each once in order and once reversed; `make_tuned_table.py` builds the H100's
     entries from them."""
@@ -1627,6 +1627,11 @@ def h100_table_lines(seed=312, count=16):
         pair = pair[::-1] if len(out) % 2 else pair
         out += pair + pair[::-1] + ([f"{m},{n},{k}::cublas"] if (m, n, k) not in grid else [])
     return out
+
+
+def OTHER_NK():
+    """The shipped H200 table's (N, K) beyond the issue's seven (DeepSeek-V3 and dense-model layers)."""
+    return tuple(nk for nk in table_rows()[0] if nk not in ISSUE_NK)
 
 
 def settle_api(cfg, m):
@@ -1712,6 +1717,7 @@ NAMED = {
     "--h100-grid-low": (lambda: h100_grid_lines((1, 1024)), 1),
     "--h100-grid-high": (lambda: h100_grid_lines((1025, 8192)), 1),
     "--h100-table": (h100_table_lines, 1),
+    "--h100-grid-other": (lambda: h100_grid_lines((1, 8192), rows=OTHER_NK()), 1),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
 }
@@ -1728,14 +1734,16 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--narrow-cols-nearby", "--entry-128x136", "--jump-ab",
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
                     "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
-                    "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table")
+                    "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
+                    "--h100-grid-other")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
                        "--narrow-cols-untimed", "--num-sms", "--narrow-cols-nearby", "--entry-128x136",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
-                       "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table")
+                       "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
+                    "--h100-grid-other")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk
