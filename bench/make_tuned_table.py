@@ -9,7 +9,7 @@ dgir.tuning's table, with its time and the file it came from.  Configs are read 
 names; rows of ablation variants are skipped.
 
 The H100 SXM's entries come from its own files (H100_SOURCES: the sweep of the grid at the issue's
-seven (N, K), specs 310-311, and the H100 runs beside them) into their own file; where the H100 has
+seven (N, K), specs 310-311, the hold-out 312, and the H100 runs beside them) into their own file; where the H100 has
 no entry, dgir.tuning lets the H200's stand in (bench/TUNING.md step 124).
 
 Cross-file fastest samples compare leases that differ by up to ~10%, so a head-to-head within one

@@ -125,7 +125,7 @@ def test_the_h200_entries_stand_in_for_an_h100_sxm_without_its_own():
 
 
 def test_the_h100_sxm_runs_its_own_table_where_it_has_one():
-    """bench/make_tuned_table.py writes the H100 SXM's entries (its own sweeps, specs 310-311) to
+    """bench/make_tuned_table.py writes the H100 SXM's entries (its own sweeps, specs 310-312) to
     dgir/tuned/fp8_gemm_nt_h100.json; at those shapes they shadow the H200's (spec 312 re-timed the
     69 grid shapes where they differ: 0.980x the H200 entry's time, 24 faster, 3 slower by at most
     3.7%; bench/TUNING.md step 124)."""
