@@ -79,6 +79,7 @@ def _key(e: dict) -> tuple:
 
 
 def _own_entries(op: str, device: str, sms: int):
+    """The entries measured on `device` itself with a config for (sms, op), user cache first."""
     for path in [user_cache()] + sorted(SHIPPED.glob("*.json")):
         for e in _entries(path):
             dev, s, o = _key(e)[:3]
@@ -88,9 +89,9 @@ def _own_entries(op: str, device: str, sms: int):
 
 # Hopper parts built on the H200's chip (GH100, sm_90a).  One of them with the reference device's SM
 # count and no entry of its own for a shape takes the reference device's (stand_in_device): the H100
-# SXM runs the same 132 SMs with less memory bandwidth (3.35 against 4.8 TB/s), and the configs
-# measured on the H200 took 0.945x the time of the cost model's picks at the issue's 14 small-M cells
-# on an H100 (bench/TUNING.md step 124, from two H100 files); spec 308 times it head to head.
+# SXM runs the same 132 SMs with less memory bandwidth (3.35 against 4.8 TB/s), and on it the configs
+# measured on the H200 took 0.929x and 0.947x the time of the cost model's picks on two held-out
+# draws where they differ (specs 308-309, bench/TUNING.md step 124).
 SAME_CHIP_PREFIXES = ("NVIDIA H100", "NVIDIA H800", "NVIDIA H200", "NVIDIA GH200")
 
 
