@@ -536,13 +536,17 @@ def entry_192x80_lines(seed=236, count=16, efficiency=0.58):
     return above_320_change_lines(seed, count, base, variant)
 
 
+def shipped_shapes(table="fp8_gemm_nt_h200.json"):
+    """The (M, N, K) of every entry of a shipped table file (dgir/tuned)."""
+    import json
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned", table)) as f:
+        return {(e["m"], e["n"], e["k"]) for e in json.load(f)["entries"]}
+
+
 def table_rows():
     """The shipped table's (N, K) rows, sorted, and its exact (M, N, K) shapes."""
-    import json
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
-                           "fp8_gemm_nt_h200.json")) as f:
-        entries = json.load(f)["entries"]
-    return sorted({(e["n"], e["k"]) for e in entries}), {(e["m"], e["n"], e["k"]) for e in entries}
+    exact = shipped_shapes()
+    return sorted({(n, k) for _, n, k in exact}), exact
 
 
 def outgrown_nearby_lines(seed=238, per_band=8, bands=((132, 192), (196, 320), (324, 1024)), bounds=(math.inf, 1.2)):
@@ -1526,16 +1530,25 @@ def large_m_narrow_n_shapes(seed=279, count=8):
 H100_SXM = "NVIDIA H100 80GB HBM3"
 
 
-def stand_in_choices(m, n, k, device=H100_SXM):
-    """(the API's config on `device` without the H200's entries standing in, with them) at (m, n, k)."""
+def h100_choice(m, n, k, own=True, stand_in=True):
+    """The API's config on an H100 SXM at (m, n, k), with or without its own entries (specs 310-312)
+    and the H200's standing in (`tuning.stand_in_device`): each spec of step 124 compares two of
+    these states, and regenerates as it was drawn whatever the table holds later."""
     from dgir import tuning
-    real = tuning.stand_in_device
-    tuning.stand_in_device = lambda *a, **kw: None
+    real_own, real_ref = tuning._own_entries, tuning.stand_in_device
+    if not own:
+        tuning._own_entries = lambda op, device, sms: iter(()) if device == H100_SXM else real_own(op, device, sms)
+    if not stand_in:
+        tuning.stand_in_device = lambda *a, **kw: None
     try:
-        before = tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
+        return tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
     finally:
-        tuning.stand_in_device = real
-    return before, tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
+        tuning._own_entries, tuning.stand_in_device = real_own, real_ref
+
+
+def stand_in_choices(m, n, k):
+    """(the cost model's pick on an H100 SXM with no entries, the H200's entries standing in)."""
+    return h100_choice(m, n, k, own=False, stand_in=False), h100_choice(m, n, k, own=False)
 
 
 def stand_in_lines(seed=308, count=12, issue_cells=True):
@@ -1547,18 +1560,26 @@ def stand_in_lines(seed=308, count=12, issue_cells=True):
     issue cells."""
     shapes = [(m, n, k) for m in (64, 128, 4096) for n, k in ISSUE_NK] if issue_cells else []
     drawn = [s for s in table_rows_shapes(seed, 4 * count) if s not in shapes]
-    out, changed = [], 0
-    for m, n, k in shapes + drawn:
-        before, after = stand_in_choices(m, n, k)
-        if before == after:
-            continue
-        if (m, n, k) not in shapes:
-            if changed == count:
-                continue
-            changed += 1
+    out = []
+    for (m, n, k), before, after in changed_choices(shapes, drawn, count, stand_in_choices):
         pair = [f"{api_spec(m, before)}:default", f"{api_spec(m, after)}:default"]
         out += (pair[::-1] if len(out) % 2 else pair) + [f"{m},{n},{k}::cublas"]
     return out
+
+
+def changed_choices(fixed, drawn, count, choices):
+    """(shape, before, after) for every shape of `fixed` and the first `count` of `drawn` where
+    `choices(m, n, k)` = (before, after) differ."""
+    changed = 0
+    for shape in list(fixed) + list(drawn):
+        before, after = choices(*shape)
+        if before == after:
+            continue
+        if shape not in fixed:
+            if changed == count:
+                continue
+            changed += 1
+        yield shape, before, after
 
 
 def h100_grid_lines(m_range=(1, 1024), top=3, rows=ISSUE_NK):
@@ -1567,36 +1588,20 @@ def h100_grid_lines(m_range=(1, 1024), top=3, rows=ISSUE_NK):
     the stand-in) and the cost model's `top` candidates for 132 SMs (`autotune.candidates`, the
     autotuner's list), each once in order and once reversed; `make_tuned_table.py` builds the H100's
     entries from them."""
-    import json
-
     from dgir import tuning
     from dgir.autotune import candidates
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
-                           "fp8_gemm_nt_h200.json")) as f:
-        grid = sorted({(e["m"], e["n"], e["k"]) for e in json.load(f)["entries"]
-                       if (e["n"], e["k"]) in rows and m_range[0] <= e["m"] <= m_range[1]})
+    from dgir.ops.fp8_gemm import settle
+    grid = sorted((m, n, k) for m, n, k in shipped_shapes() if (n, k) in rows and m_range[0] <= m <= m_range[1])
     out = []
     for m, n, k in grid:
         configs = [tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config]
         for c in candidates(m, n, k, 132, top):
-            c = settle_api(c, m)
+            c = settle(c, m)          # as the API would run it at M (tuning.choose settles every choice)
             if c not in configs:
                 configs.append(c)
         fwd = [f"{api_spec(m, c)}:default" for c in configs[:top + 1]]
         out += fwd + fwd[::-1]
     return out
-
-
-def without_h100_table(m, n, k):
-    """The API's config on an H100 SXM with the H200's entries standing in everywhere (as at 7dd42bd,
-    before the H100's own table)."""
-    from dgir import tuning
-    real = tuning._own_entries
-    tuning._own_entries = lambda op, device, sms: (real(op, device, sms) if device != H100_SXM else iter(()))
-    try:
-        return tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
-    finally:
-        tuning._own_entries = real
 
 
 def h100_table_lines(seed=312, count=16):
@@ -1605,24 +1610,13 @@ def h100_table_lines(seed=312, count=16):
     `count` random shapes at the issue's seven (N, K) (`table_rows_shapes(seed)`, M off the grid)
     where the H100's table changes the API's choice (its nearby rules now weigh the H100's entries).
     Per shape: the H100 table's config, the stand-in's, in order then reversed (order flipped from
-    shape to shape); cuBLAS at the random shapes."""
-    import json
-
-    from dgir import tuning
-    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dgir", "tuned",
-                           "fp8_gemm_nt_h100.json")) as f:
-        grid = sorted((e["m"], e["n"], e["k"]) for e in json.load(f)["entries"] if (e["n"], e["k"]) in ISSUE_NK)
+    shape to shape); cuBLAS at the random shapes.  (Drawn against the H100 table before spec 312's
+    own timings joined it; regenerated now, 8 entries of it have moved.)"""
+    grid = sorted(s for s in shipped_shapes("fp8_gemm_nt_h100.json") if s[1:] in ISSUE_NK)
     drawn = [s for s in table_rows_shapes(seed, 6 * count, only=ISSUE_NK) if s not in grid]
-    out, changed = [], 0
-    for m, n, k in grid + drawn:
-        before = without_h100_table(m, n, k)
-        after = tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
-        if before == after:
-            continue
-        if (m, n, k) not in grid:
-            if changed == count:
-                continue
-            changed += 1
+    out = []
+    choices = lambda m, n, k: (h100_choice(m, n, k, own=False), h100_choice(m, n, k))     # noqa: E731
+    for (m, n, k), before, after in changed_choices(grid, drawn, count, choices):
         pair = [f"{api_spec(m, after)}:default", f"{api_spec(m, before)}:default"]
         pair = pair[::-1] if len(out) % 2 else pair
         out += pair + pair[::-1] + ([f"{m},{n},{k}::cublas"] if (m, n, k) not in grid else [])
@@ -1632,13 +1626,6 @@ def h100_table_lines(seed=312, count=16):
 def OTHER_NK():
     """The shipped H200 table's (N, K) beyond the issue's seven (DeepSeek-V3 and dense-model layers)."""
     return tuple(nk for nk in table_rows()[0] if nk not in ISSUE_NK)
-
-
-def settle_api(cfg, m):
-    """`cfg` as the API would run it at M (tuning.choose settles every choice: m tail, early
-    epilogue, tile order)."""
-    from dgir.ops import fp8_gemm as F
-    return F.settle(cfg, m)
 
 
 def api_and_cublas(shape_list):
