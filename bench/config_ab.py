@@ -24,14 +24,17 @@ from dgir.ops.fp8_gemm import NUM_SMS
 SPREAD = 0.02     # repetitions of one kernel in one file spread by 1-2% (bench/TUNING.md step 88)
 
 
-def best_over_api(path: Path, match: tuple = ()) -> dict:
+def best_over_api(path: Path, match: tuple = (), api_then: dict | None = None) -> dict:
     """(m, n, k) -> (the API's kernel, its median, [(median / the API's, median, kernel)] fastest
     first, the best ratio among kernels whose name holds every `match` string or None); shapes whose
-    API kernel the file did not time map to (the API's kernel, None, [], None)."""
+    API kernel the file did not time map to (the API's kernel, None, [], None).  `api_then`: (m, n,
+    k) -> kernel name, the API's pick at a past revision where it differs from today's (a verdict
+    read as it was made)."""
     out = {}
     for (m, n, k), kernels in sorted(timings(path).items()):
         kernels = {name: t for name, t in kernels.items() if name != "cublas"}
-        api = tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", NUM_SMS).config.kernel_name()
+        api = (api_then or {}).get((m, n, k)) or \
+            tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", NUM_SMS).config.kernel_name()
         if api not in kernels:
             out[(m, n, k)] = (api, None, [], None)
             continue

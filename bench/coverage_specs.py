@@ -260,9 +260,31 @@ def fresh_m_specs(seed: int = 186, count: int = 28, passes: int = 2) -> list[str
     return alternating_passes(one, passes)
 
 
+# the configs the four entries step 125 moved to three CTAs an SM had before (spec 306), by (N, K, entry M)
+BEFORE_THREE_CTAS = {(576, 7168, 64): "bm=64,bn=32,s=8,sk=8,o=2,sr=cl", (2112, 7168, 64): "bm=64,bn=48,s=6,sk=4,o=2,sr=cl",
+                     (576, 7168, 128): "bm=64,bn=64,s=5,sk=8,o=2,sr=cl", (24576, 1536, 128): "bm=64,bn=128,s=8,cl=2B"}
+
+
+def three_cta_specs(passes: int = 2) -> list[str]:
+    """Spec 314 (step 125): every coverage shape whose API pick is a three-CTA kernel, the pick, the
+    config its entry held before step 125, and cuBLAS; `passes` passes in alternating order.  The
+    API rows feed coverage_report (the M = 17 / 32 / 96 rows take those entries through the nearby
+    rules and were never timed with them); the before rows say whether the move held off the grid."""
+    groups = []
+    for m in sorted(set(MS) | set(OFF_GRID) | {64, 128, 4096}):
+        for n, k in NK:
+            cfg = api_pick(m, n, k)
+            if cfg.ctas_per_sm != 3:
+                continue
+            before = [f"{m},{n},{k}:{v}" for (bn, bk, _), v in sorted(BEFORE_THREE_CTAS.items())
+                      if (bn, bk) == (n, k)]
+            groups.append(list(dict.fromkeys([spec_of(m, cfg)] + before)) + [f"{m},{n},{k}::cublas"])
+    return alternating_passes(groups, passes)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "--at":     # fill_specs at these M for the seven (N, K)
         print("\n".join(fill_specs(shapes=[(int(m), n, k) for m in sys.argv[2].split(",") for n, k in NK])))
         raise SystemExit
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs, "--three-ctas": three_cta_specs}.get(mode, specs)()))

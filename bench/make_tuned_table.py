@@ -15,7 +15,8 @@ no entry, dgir.tuning lets the H200's stand in (bench/TUNING.md step 124).
 Cross-file fastest samples compare leases that differ by up to ~10%, so a head-to-head within one
 file outranks them: when the newest file that timed the chosen config at least twice also timed
 other configs at least twice each, the config with the lowest median there replaces the choice if
-it is at least 1% faster (step 56).
+it is at least 1% faster (step 56); that winner then meets its own newest head-to-head, if a newer file
+timed one (step 125).
 
 The schedule knob math_order is decided head-to-head: when a file timed the chosen config with
 "together" and another order (same run, same machine; best of the file's repetitions), the newest
@@ -80,7 +81,10 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            + [f"results/raw/tune{i}_exp.json" for i in (198, 199, 200, 201)]
            # the K = 1536-2048 entries at M > 1024 that still had 192-row or older picks, against
            # 256x128 with the early epilogue (step 97)
-           + ["results/raw/tune203_exp.json"])
+           + ["results/raw/tune203_exp.json"]
+           # three and four CTAs per SM for 64-row tiles at the 14 small-M cells, against the API's configs
+           # (step 125: three CTAs win at the N = 576 cells and 128x24576x1536)
+           + ["results/raw/tune306_exp.json"])
 # the H100 SXM's own timings (every H100 run of the fp8_gemm_nt sweeps and full tables committed)
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]
@@ -177,9 +181,13 @@ def main():
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
         key = (device, m, n, k)
         # configs: medians of repeated timings; math orders: best of a file's repetitions
-        duel = newest_duel(samples, key, cfg.kernel_name(), repeats=2, stat=statistics.median)
-        if duel is not None and duel[1] != cfg.kernel_name():
+        # a duel's winner meets its own newest duel, as long as that file is newer than the last one's
+        # (spec 306 timed tune95's winner at 64x576x7168 against three CTAs an SM, not tune95's loser)
+        decided_in = -1
+        while (duel := newest_duel(samples, key, cfg.kernel_name(), repeats=2, stat=statistics.median)) is not None \
+                and duel[1] != cfg.kernel_name() and SOURCES.index(duel[2]) > decided_in:
             seconds, cfg, src = duel[0], runs[duel[1]][1], duel[2]
+            decided_in = SOURCES.index(src)
         orders = {replace(cfg, math_order=o).kernel_name(): replace(cfg, math_order=o) for o in MATH_ORDERS}
         together = replace(cfg, math_order="together").kernel_name()
         duel = newest_duel(samples, key, together, among=orders)

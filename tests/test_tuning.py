@@ -1115,20 +1115,57 @@ def test_the_jump_rating_touches_the_tiles_promote_scales_takes_to_jumps():
 
 
 
+# the API's kernels at the four cells step 125 moved to three CTAs an SM, as they were before
+API_BEFORE_STEP_125 = {(64, 576, 7168): "fp8_gemm_nt_n576_k7168_bm64_bn32_s8_sk8dsm_o2",
+                       (64, 2112, 7168): "fp8_gemm_nt_n2112_k7168_bm64_bn48_s6_sk4dsm_o2",
+                       (128, 576, 7168): "fp8_gemm_nt_n576_k7168_bm64_bn64_s5_sk8dsm_o2",
+                       (128, 24576, 1536): "fp8_gemm_nt_n24576_k1536_bm64_bn128_s8_c2B"}
+
+
 def test_config_ab_reads_spec_306s_verdict():
     """bench/config_ab.py on spec 306's committed (H100) file: three CTAs per SM, the best such kernel
-    of each of the 14 small-M cells over the API's config, 1.116x, 2 faster, 8 slower (step 123); a
-    match no kernel holds rates nothing."""
+    of each of the 14 small-M cells over the API's config as it was then, 1.116x, 2 faster, 8 slower
+    (step 123); a match no kernel holds rates nothing."""
     from dgir_testlib import bench_module
     ab = bench_module("config_ab")
     path = ROOT / "bench" / "results" / "raw" / "tune306_h100_exp.json"
-    rated = ab.best_over_api(path, ("_o3",))
+    rated = ab.best_over_api(path, ("_o3",), API_BEFORE_STEP_125)
     assert len(rated) == 14 and all(t is not None for _, t, _, _ in rated.values())
     s = ab.summary([best for *_, best in rated.values()])
     assert (s["faster"], s["slower"], s["ties"], round(s["geomean"], 3)) == (2, 8, 4, 1.116)
     api, t_api, others, best = rated[(128, 24576, 1536)]
     assert api.endswith("_bm64_bn128_s8_c2B") and others[0][2].endswith("_bm64_bn64_s4_o3") and round(best, 3) == 0.957
     assert all(best is None for *_, best in ab.best_over_api(path, ("_o5",)).values())
+
+
+def test_spec_306_on_the_h200_moves_four_entries_to_three_ctas():
+    """Spec 306 on the H200 (step 125): the best three-CTA kernel over the API's config then, 1.124x
+    over the 14 cells, faster at both N = 576 cells (0.955x, 0.961x); make_tuned_table (spec 306 a
+    source, a duel's winner meeting its own newer duel) moves exactly the four cells where a
+    three-CTA kernel won its head-to-head by >= 1% to it, and the API runs them."""
+    from dgir_testlib import bench_module
+    ab = bench_module("config_ab")
+    rated = ab.best_over_api(ROOT / "bench" / "results" / "raw" / "tune306_exp.json", ("_o3",), API_BEFORE_STEP_125)
+    s = ab.summary([best for *_, best in rated.values()])
+    assert (s["shapes"], s["faster"], round(s["geomean"], 3)) == (14, 2, 1.124)
+    assert round(rated[(64, 576, 7168)][3], 3) == 0.955 and round(rated[(128, 576, 7168)][3], 3) == 0.961
+    shipped = {(e["m"], e["n"], e["k"]): e for e in json.loads((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())["entries"]}
+    three = sorted(key for key, e in shipped.items() if e["config"]["ctas_per_sm"] == 3)
+    assert three == sorted(API_BEFORE_STEP_125)
+    assert all(shipped[key]["source"].endswith("tune306_exp.json") for key in three)
+    for m, n, k in three:
+        assert tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config.ctas_per_sm == 3
+
+
+def test_chooser_ab_reads_spec_307s_verdict_on_the_h200():
+    """Spec 307 on the H200 (step 125): the 128x136 entry of fit_model --fit-jumps, held out on the
+    card it was fitted for, 1.084x over 16 shapes, 13 slower, behind cuBLAS 0 -> 2: rejected there too."""
+    from dgir_testlib import bench_module
+    ab, specs = bench_module("chooser_ab"), bench_module("random_shapes_specs")
+    out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune307_exp.json", specs.as_shipped(),
+                     specs.jump_entry_136())
+    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 1.084
+    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (13, 0, 2)
 
 
 def test_chooser_ab_reads_spec_307s_verdict_on_the_h100():
