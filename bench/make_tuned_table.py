@@ -107,12 +107,18 @@ def on_grid(m: int) -> bool:
             or (m >= 896 and times_power(7)))
 
 
+def sources_of(device: str) -> list[str]:
+    """The device's own files, oldest first (the order in which a newer head-to-head overrules)."""
+    return H100_SOURCES if device == H100 else SOURCES
+
+
 def newest_duel(samples, key, baseline: str, among=None, repeats: int = 1, stat=min):
-    """The newest file that timed `baseline` beside other kernels (those in `among`, when given), each
-    at least `repeats` times, decides: (stat of its seconds, kernel, source) of that file's fastest,
-    or of `baseline` when the fastest is not >= 1% faster than it; None when no file timed both."""
+    """The newest file of the key's device that timed `baseline` beside other kernels (those in
+    `among`, when given), each at least `repeats` times, decides: (stat of its seconds, kernel,
+    source) of that file's fastest, or of `baseline` when the fastest is not >= 1% faster than it;
+    None when no file timed both."""
     decided = None
-    for src in SOURCES:
+    for src in sources_of(key[0]):
         here = {kern: stat(t) for kern, t in samples.get(key + (src,), {}).items()
                 if len(t) >= repeats and (among is None or kern in among)}
         if baseline in here and len(here) > 1:
@@ -185,9 +191,9 @@ def main():
         # (spec 306 timed tune95's winner at 64x576x7168 against three CTAs an SM, not tune95's loser)
         decided_in = -1
         while (duel := newest_duel(samples, key, cfg.kernel_name(), repeats=2, stat=statistics.median)) is not None \
-                and duel[1] != cfg.kernel_name() and SOURCES.index(duel[2]) > decided_in:
+                and duel[1] != cfg.kernel_name() and sources_of(device).index(duel[2]) > decided_in:
             seconds, cfg, src = duel[0], runs[duel[1]][1], duel[2]
-            decided_in = SOURCES.index(src)
+            decided_in = sources_of(device).index(src)
         orders = {replace(cfg, math_order=o).kernel_name(): replace(cfg, math_order=o) for o in MATH_ORDERS}
         together = replace(cfg, math_order="together").kernel_name()
         duel = newest_duel(samples, key, together, among=orders)

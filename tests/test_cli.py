@@ -547,14 +547,14 @@ def test_env_lists_every_variable_with_its_value(monkeypatch, capsys):
 
 def test_choose_under_an_sm_limit(capsys, monkeypatch):
     """`dgir choose --num-sms N` shows what deep_gemm.set_num_sms(N) gets: a config for N SMs, one CTA
-    per SM (64x2112x7168's table entry runs two), from the model (the table measured whole devices)."""
+    per SM (64x2112x7168's table entry runs three), from the model (the table measured whole devices)."""
     monkeypatch.delenv("DGIR_TUNED", raising=False)
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168")
-    assert rc == 0 and "_o2" in out.split("chosen", 1)[1].splitlines()[1]
+    assert rc == 0 and "_o3" in out.split("chosen", 1)[1].splitlines()[1]
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168", "--num-sms", "66")
     assert rc == 0, err
     assert "no entry for 64x2112x7168 on NVIDIA H200, 66 SMs" in out and "chosen   model (66 SMs)" in out
-    assert "_o2) does not carry: 2 CTAs per SM" in out           # the whole device's entry
-    assert "_o2" not in out.split("chosen", 1)[1]
+    assert "_o3) does not carry: 3 CTAs per SM" in out           # the whole device's entry
+    assert "_o3" not in out.split("chosen", 1)[1] and "_o2" not in out.split("chosen", 1)[1]
     rc, out, err = run(capsys, "choose", "fp8_gemm_nt", "--m", "64", "--n", "2112", "--k", "7168", "--num-sms", "200")
     assert rc == 2 and "--num-sms must be in 1..132" in err
