@@ -91,13 +91,24 @@ def test_api_uses_the_measured_config_and_the_model_elsewhere(monkeypatch):
     assert deep_gemm._config("fp8_gemm_nt", 64, 32768, 512, H200, 0) == op.choose_config(m=64, n=32768, k=512, num_sms=132)
 
 
-def test_the_h200_entries_stand_in_for_an_h100_sxm_without_its_own():
+def test_the_h200_entries_stand_in_for_an_h100_sxm_without_its_own(monkeypatch, tmp_path, request):
     """The H100 SXM (the same GH100 with the same 132 SMs) takes the H200's entries where it has none
     of its own: exact, nearby and analogous alike, each saying where it was measured; an entry of its
     own (the user's autotuned one) wins over the stand-in's; another SM count or another chip takes
-    none (bench/TUNING.md step 124)."""
+    none (bench/TUNING.md step 124).  Shown with the H200's shipped table alone (an H100 without a
+    table of its own); with both shipped, the H100's own answer where spec 313 measured it and the
+    H200's where the H100 has no entry (M = 4096 at N = 576, step 125)."""
     from dataclasses import asdict
     h100 = SimpleNamespace(name="NVIDIA H100 80GB HBM3", sms=132)
+    both = tuning.choose("fp8_gemm_nt", 64, 1024, 7168, h100.name, 132)
+    assert both.source == "measured" and "measured on" not in both.detail
+    assert "measured on NVIDIA H200" in tuning.choose("fp8_gemm_nt", 4096, 576, 7168, h100.name, 132).detail
+    h200_only = tmp_path / "shipped"
+    h200_only.mkdir()
+    (h200_only / "fp8_gemm_nt_h200.json").write_text((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())
+    monkeypatch.setattr(tuning, "SHIPPED", h200_only)
+    deep_gemm._choice_for.cache_clear()
+    request.addfinalizer(deep_gemm._choice_for.cache_clear)      # no choice made without the H100's table outlives it
     assert tuning.stand_in_device(h100.name, 132) == H200.name
     assert tuning.stand_in_device("NVIDIA H100 PCIe", 114) is None       # another SM count
     assert tuning.stand_in_device("NVIDIA B200", 132) is None            # another chip
