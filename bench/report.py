@@ -108,8 +108,12 @@ def targets(doc, floor: dict | None = None) -> str:
         from target_bounds import bounds, timer_floor_us
         with_target = [f for f in floor["rows"] if f["n"] != 576]
         over = [f for f in with_target if f["floor_us"] > f["target_us"]]
-        floor_note = (f"; a kernel that only moves the bytes is slower than the 60% time in {len(over)} of "
-                      f"{len(with_target)} (`bench/results/memory_floor.json`, step 26)")
+        # the floor's copy kernels are a bound for ours only if they, too, read B evict-first (step 125)
+        hinted = all("floor_us_evict_first" in f for f in with_target)
+        how = ("B read plain or evict-first" if hinted else
+               "B read plain, as before dgir's B loads carried the L2 evict-first hint, so not a bound for them")
+        floor_note = (f"; a kernel that only moves the bytes ({how}) is slower than the 60% time in {len(over)} of "
+                      f"{len(with_target)} (`bench/results/memory_floor.json`, steps 26, 125)")
         tf = timer_floor_us()
         bound = bounds(doc, floor, tf)
         beyond = [c for c in bound["cells"] if c.get("target_below_physical_bound")]
