@@ -68,8 +68,9 @@ def floor_of(m: int, n: int, k: int, device) -> dict:
     from triton.testing import do_bench as quick
     timed, missing_hint = [], 0
     patterns = [(shape, "") for shape in itertools.product((16, 32, 64), (256, 512), (3, 4), (1, 2, 4))]
-    # Triton's software pipeline turns a pipelined load into cp.async, which may drop the policy: the
-    # hinted patterns also run unpipelined (1-2 stages), and a pattern counts only if its PTX has the hint
+    # Triton's software pipeline turns a pipelined load into cp.async, which drops the policy (triton
+    # 3.6: every hinted pattern of 2+ stages lacked it): the hinted patterns also run unpipelined, and a
+    # pattern counts only if its PTX has the hint
     patterns += [(shape, "evict_first") for shape in itertools.product((16, 32, 64), (256, 512), (1, 2, 3, 4), (1, 2, 4))]
     for (R, KB, stages, KS), policy in patterns:
         if KB > k // KS or R * KB * max(stages, 2) > 128 * 1024 or (n // R) * KS < 100 or n % R:
