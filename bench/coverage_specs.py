@@ -282,9 +282,45 @@ def three_cta_specs(passes: int = 2) -> list[str]:
     return alternating_passes(groups, passes)
 
 
+def three_cta_carried_specs(passes: int = 2, ms=(64, 128)) -> list[str]:
+    """Spec 315 (step 125): the analogous rule (dgir.tuning.analogous_config) now carries the
+    three-CTA entries of (576, 7168) and (2112, 7168) to nearby (N, K) that no file timed.  At every
+    such (N, K) of a grid around them and M in `ms` where the API's pick is a carried three-CTA
+    kernel: that kernel and the one carried from the table before step 125 (git c7ea9a4~1, the same
+    rule), `passes` passes in alternating order.  Held out: neither kernel was timed at these shapes."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from dgir import deep_gemm, tuning
+    h200 = SimpleNamespace(name="NVIDIA H200", sms=132)
+    shapes = [(m, n, k) for m in ms for n in list(range(576, 833, 64)) + list(range(1984, 2273, 96))
+              for k in (4096, 7168, 8192) if (n, k) not in NK]
+
+    def picks() -> dict:
+        deep_gemm._choice_for.cache_clear()
+        return {s: deep_gemm._choice("fp8_gemm_nt", *s, h200, 0) for s in shapes}
+    now = {s: c for s, c in picks().items() if c.source == "analogous" and c.config.ctas_per_sm == 3}
+    old_table = subprocess.run(["git", "show", "c7ea9a4~1:dgir/tuned/fp8_gemm_nt_h200.json"], capture_output=True,
+                               text=True, check=True, cwd=Path(__file__).resolve().parent).stdout
+    shipped = tuning.SHIPPED
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "fp8_gemm_nt_h200.json").write_text(old_table)
+        tuning.SHIPPED = Path(tmp)
+        try:
+            before = picks()
+        finally:
+            tuning.SHIPPED = shipped
+            deep_gemm._choice_for.cache_clear()
+    groups = [[spec_of(m, now[(m, n, k)].config), spec_of(m, before[(m, n, k)].config)]
+              for m, n, k in sorted(now) if before[(m, n, k)].config != now[(m, n, k)].config]
+    return alternating_passes(groups, passes)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "--at":     # fill_specs at these M for the seven (N, K)
         print("\n".join(fill_specs(shapes=[(int(m), n, k) for m in sys.argv[2].split(",") for n, k in NK])))
         raise SystemExit
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs, "--three-ctas": three_cta_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs, "--three-ctas": three_cta_specs, "--three-ctas-carried": three_cta_carried_specs}.get(mode, specs)()))
