@@ -385,3 +385,22 @@ def test_compact_wgmma_descriptors_drop_only_the_no_op_mask_and_the_unused_offse
     dropped = [line for line in plain.splitlines() if line not in compact.splitlines()]
     assert dropped and all(re.search(r"(and\.b32 %r\d+, %r\d+, 16383|or\.b32 %r\d+, %r\d+, 65536);", d) for d in dropped)
     assert len(plain.splitlines()) - len(compact.splitlines()) == len(dropped)
+
+
+def test_the_cluster_residency_probe_builds_every_kind_it_asks_about():
+    """bench/cluster_residency.py (queued for the H200, step 125) asks the driver about split clusters
+    of 2 / 4 / 8 slices at one to four CTAs an SM and the 2-CTA multicast clusters: each of those
+    kernels passes check_config and assembles without spills, so the device call spends no time
+    finding a config that cannot be built; the shipped tables' cluster entries are among its cases."""
+    from dgir_testlib import bench_module
+    from dgir.ops.fp8_gemm import check_config
+    probe = bench_module("cluster_residency")
+    kinds = probe.kinds()
+    assert {(c.split_k if c.split_cluster else c.cluster, c.ctas_per_sm) for _, c in kinds} >= \
+        {(sk, occ) for sk in (2, 4, 8) for occ in (1, 2, 3, 4)} | {(2, 1)}
+    for m, cfg in kinds:
+        check_config(cfg)
+        res = compile("fp8_gemm_nt", m=m, n=cfg.n, k=cfg.k, config=cfg)
+        assert res.resources.spill_stores == 0 and res.resources.spill_loads == 0, cfg.kernel_name()
+    shipped = {cfg.kernel_name() for _, cfg in probe.shipped()}
+    assert "fp8_gemm_nt_n576_k7168_bm64_bn32_s5_sk8dsm_o3" in shipped
