@@ -132,6 +132,19 @@ def newest_duel(samples, key, baseline: str, among=None, repeats: int = 1, stat=
     return t[best], best, src
 
 
+def settled_by_duels(samples, key, runs, choice):
+    """(seconds, config, source) after the head-to-heads: the newest file that timed the choice beside
+    other configs, each at least twice, decides by medians; its winner then meets its own newest
+    head-to-head, as long as that file is newer than the one that just decided (spec 306 timed
+    tune95's winner at 64x576x7168 against three CTAs an SM, not the fastest sample tune95 beat)."""
+    decided_in = -1
+    order = sources_of(key[0])
+    while (duel := newest_duel(samples, key, choice[1].kernel_name(), repeats=2, stat=statistics.median)) \
+            and duel[1] != choice[1].kernel_name() and order.index(duel[2]) > decided_in:
+        choice, decided_in = (duel[0], runs[duel[1]][1], duel[2]), order.index(duel[2])
+    return choice
+
+
 def settled_kernel(kernel: str, m: int, src: str) -> str | None:
     """The table's name for a kernel timed at M = m, None for one the API does not run there.  The
     API settles a config's early_epilogue per M (fp8_gemm.settle_early_epilogue): where it settles
@@ -187,13 +200,7 @@ def main():
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
         key = (device, m, n, k)
         # configs: medians of repeated timings; math orders: best of a file's repetitions
-        # a duel's winner meets its own newest duel, as long as that file is newer than the last one's
-        # (spec 306 timed tune95's winner at 64x576x7168 against three CTAs an SM, not tune95's loser)
-        decided_in = -1
-        while (duel := newest_duel(samples, key, cfg.kernel_name(), repeats=2, stat=statistics.median)) is not None \
-                and duel[1] != cfg.kernel_name() and sources_of(device).index(duel[2]) > decided_in:
-            seconds, cfg, src = duel[0], runs[duel[1]][1], duel[2]
-            decided_in = sources_of(device).index(src)
+        seconds, cfg, src = settled_by_duels(samples, key, runs, (seconds, cfg, src))
         orders = {replace(cfg, math_order=o).kernel_name(): replace(cfg, math_order=o) for o in MATH_ORDERS}
         together = replace(cfg, math_order="together").kernel_name()
         duel = newest_duel(samples, key, together, among=orders)
