@@ -318,9 +318,35 @@ def three_cta_carried_specs(passes: int = 2, ms=(64, 128)) -> list[str]:
     return alternating_passes(groups, passes)
 
 
+def residency_widened_specs(passes: int = 2) -> list[str]:
+    """Spec 316 (step 125): where the measured residency of 8-slice clusters at three CTAs an SM
+    (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED) widens an analogous carry to stay in one round (at
+    spec 315's shapes: 64x2176x7168 / 8192, 48 -> 56 columns), the widened carry, the carry as spec 315
+    timed it (48 columns, two rounds on an H100) and the spec's other kernel (the carry of the table
+    before step 125), `passes` passes in alternating order."""
+    from collections import defaultdict
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from dgir import deep_gemm
+    h200 = SimpleNamespace(name="NVIDIA H200", sms=132)
+    timed = defaultdict(list)
+    for line in (Path(__file__).resolve().parent / "specs" / "tune315.txt").read_text().split():
+        shape, keys = line.split(":")[:2]
+        timed[tuple(map(int, shape.split(",")))].append(line)
+    groups = []
+    for (m, n, k), lines in sorted(timed.items()):
+        deep_gemm._choice_for.cache_clear()
+        pick = deep_gemm._choice("fp8_gemm_nt", m, n, k, h200, 0)
+        now = spec_of(m, pick.config)
+        if pick.config.ctas_per_sm == 3 and now not in lines:
+            groups.append(list(dict.fromkeys([now] + lines)))
+    return alternating_passes(groups, passes)
+
+
 if __name__ == "__main__":
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "--at":     # fill_specs at these M for the seven (N, K)
         print("\n".join(fill_specs(shapes=[(int(m), n, k) for m in sys.argv[2].split(",") for n, k in NK])))
         raise SystemExit
-    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs, "--three-ctas": three_cta_specs, "--three-ctas-carried": three_cta_carried_specs}.get(mode, specs)()))
+    print("\n".join({"--validate": validation_specs, "--api": api_specs, "--fill": fill_specs, "--wide": wide_specs, "--tail256": tail256_specs, "--fresh-m": fresh_m_specs, "--three-ctas": three_cta_specs, "--three-ctas-carried": three_cta_carried_specs, "--residency-widened": residency_widened_specs}.get(mode, specs)()))

@@ -1227,3 +1227,23 @@ def test_the_indexed_lookups_equal_a_scan_of_every_file_and_follow_a_recorded_en
     tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 77, "n": 1000, "k": 3072,
                    "config": asdict(cfg), "us": 1.0, "source": "autotune"})
     assert tuning.lookup("fp8_gemm_nt", H200.name, 132, 77, 1000, 3072)["config"] == asdict(cfg)
+
+
+def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
+    """8-slice cluster splits at three CTAs an SM: 44 output tiles ran in one round, 46 did not (an
+    H100, spec 315: 64x2176x7168 1.19x), where the SM slots say 396 / 8 = 49.  The CPU-side walk counts
+    the measured 44 (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), so the analogous rule widens its carry
+    from 64x2112x7168's entry to 56 columns at N = 2176 (39 tiles, one round); two CTAs an SM and
+    other slice counts keep the slots."""
+    from dgir.ops.fp8_gemm import Fp8GemmConfig, walk_rounds, walk_walkers
+    o3 = lambda n, bn: Fp8GemmConfig(n=n, k=7168, block_m=64, block_n=bn, stages=4, split_k=8,   # noqa: E731
+                                     split_reduce="cluster", ctas_per_sm=3)
+    assert walk_walkers(64, o3(2112, 48)) == (44, 44) and walk_rounds(64, o3(2112, 48)) == 1
+    assert walk_walkers(64, o3(2176, 48)) == (44, 46) and walk_rounds(64, o3(2176, 48)) == 2
+    o2 = Fp8GemmConfig(n=2176, k=7168, block_m=64, block_n=48, stages=6, split_k=4, split_reduce="cluster",
+                       ctas_per_sm=2)
+    from dgir.ops.fp8_gemm_walk import resident_clusters_estimate
+    assert resident_clusters_estimate(o2) is None and walk_walkers(64, o2) == (46, 46)     # 66 slots
+    c = tuning.choose("fp8_gemm_nt", 64, 2176, 7168, H200.name, 132)
+    assert c.source == "analogous" and c.config.ctas_per_sm == 3 and c.config.block_n == 56
+    assert "width 48 -> 56: 2 rounds" in c.detail and walk_rounds(64, c.config) == 1

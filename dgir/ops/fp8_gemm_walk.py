@@ -215,12 +215,33 @@ def walk_rounds(m: int, cfg: Fp8GemmConfig) -> int:
     return ceil_div(tiles, max(walkers, 1))
 
 
+# Clusters of a split over a cluster measured to hold their output tiles in one round, by (SMs, slices,
+# CTAs an SM), where that is fewer than the SM slots over the slices.  A cluster lives in one GPC, so
+# the count the launcher gets from the driver (cuOccupancyMaxActiveClusters) is per GPC and can fall
+# short of num_sms * ctas_per_sm // slices, which the CPU side otherwise assumes.  8 slices at three
+# CTAs an SM: 44 output tiles ran in one round (64x2112x7168 on the H200, spec 306; 64x2080x7168 on
+# an H100, spec 315), 46 did not (64x2176x7168 on an H100: 1.19x the two-CTA kernel's time, where
+# 396 / 8 = 49 were assumed; bench/TUNING.md step 125).  bench/cluster_residency.py asks the driver.
+RESIDENT_CLUSTERS_MEASURED = {(132, 8, 3): 44}
+
+
+def resident_clusters_estimate(cfg: Fp8GemmConfig) -> int | None:
+    """The clusters of `cfg`'s split over a cluster the CPU side counts as resident at once where a
+    measurement says fewer than the SM slots hold (RESIDENT_CLUSTERS_MEASURED); None: the slots."""
+    if not cfg.split_cluster:
+        return None
+    measured = RESIDENT_CLUSTERS_MEASURED.get((cfg.num_sms, cfg.split_k, cfg.ctas_per_sm))
+    return measured if measured is not None and measured < cfg.num_sms * cfg.ctas_per_sm // cfg.split_k else None
+
+
 def walk_walkers(m: int, cfg: Fp8GemmConfig) -> tuple[int, int]:
     """(walkers, tiles) of the persistent walk at M = m: CTAs or clusters, and the tiles they cover
-    (cluster tiles with multicast; output tiles for a split-K cluster; every K slice of a global split)."""
+    (cluster tiles with multicast; output tiles for a split-K cluster; every K slice of a global split).
+    A split over a cluster walks with the clusters measured to be resident (resident_clusters_estimate),
+    as the launcher's grid does with the driver's count."""
     m_blocks = ceil_div(max(m, 1), cfg.block_m)
     grid = persistent_grid(m, cfg.block_m, cfg.n_blocks, cfg.split_k, cfg.num_sms, cfg.cluster, cfg.multicast,
-                           cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k)
+                           cfg.ctas_per_sm, cfg.split_cluster, resident_clusters_estimate(cfg), cfg.stream_k)
     if cfg.split_cluster:
         return grid // cfg.split_k, m_blocks * cfg.n_blocks
     if cfg.cluster > 1:
