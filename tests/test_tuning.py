@@ -1247,3 +1247,19 @@ def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
     c = tuning.choose("fp8_gemm_nt", 64, 2176, 7168, H200.name, 132)
     assert c.source == "analogous" and c.config.ctas_per_sm == 3 and c.config.block_n == 56
     assert "width 48 -> 56: 2 rounds" in c.detail and walk_rounds(64, c.config) == 1
+
+
+def test_the_model_candidates_depend_on_m_only_through_its_m_blocks():
+    """candidate_configs is built once per m blocks of each BLOCK_M (a new M's cold choice off the table
+    ~1.1 -> ~0.7 ms, step 125): two M with the same blocks get the same list, and the lists differ
+    where the blocks do (192- and 256-row tiles only above M = 128; split-K only while tiles fill the SMs)."""
+    from dgir.ops import fp8_gemm_model as FM
+    P = FM.params_for(100)
+    FM._candidates.cache_clear()
+    assert FM.candidate_configs(100, 2048, 4096, 132, P) == FM.candidate_configs(127, 2048, 4096, 132, P)
+    assert FM._candidates.cache_info().hits == 1
+    small = FM.candidate_configs(128, 2048, 4096, 132, P)
+    large = FM.candidate_configs(129, 2048, 4096, 132, P)
+    assert not any(c.block_m >= 192 for c in small) and any(c.block_m == 192 for c in large)
+    fresh = FM._enumerate(dict(zip(FM.CANDIDATE_BLOCK_MS, (3, 2, 1, 1))), 2048, 4096, 132, P, False)
+    assert tuple(fresh) == large

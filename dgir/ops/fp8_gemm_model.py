@@ -9,6 +9,8 @@ measurements.  Measured configs (dgir/tuned, DG_AUTOTUNE=1) take precedence over
 """
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, replace
 
 from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
@@ -272,19 +274,37 @@ def candidate_configs(m: int, n: int, k: int, num_sms: int = NUM_SMS, params: Mo
     refit (step 84) would pick it, with shallow rings, at 11 of 84 coverage shapes where no such config
     was ever timed; the tuned table chooses it where measured.  `one_cta_per_sm`: no two-CTA-per-SM
     configs (a launch limited to `num_sms` of the device's SMs: two per SM could spread over twice as
-    many); clusters only where they divide `num_sms` (whole clusters fill the persistent grid)."""
+    many); clusters only where they divide `num_sms` (whole clusters fill the persistent grid).
+
+    M enters only through the m blocks of each BLOCK_M, so the list is built once per (those blocks,
+    N, K, SMs, constants): a new M of a block already seen costs no enumeration (~0.5 ms of a ~1.1 ms
+    cold choice off the tuned table, step 125)."""
     P = params or params_for(m)
+    m_blocks = tuple(ceil_div(max(m, 1), bm) for bm in CANDIDATE_BLOCK_MS)
+    return _candidates(m_blocks, n, k, num_sms, P, one_cta_per_sm)
+
+
+CANDIDATE_BLOCK_MS = (64, 128, 192, 256)
+
+
+@functools.lru_cache(maxsize=512)
+def _candidates(m_blocks: tuple, n: int, k: int, num_sms: int, P: ModelParams, one_cta_per_sm: bool) -> tuple:
+    return tuple(_enumerate(dict(zip(CANDIDATE_BLOCK_MS, m_blocks)), n, k, num_sms, P, one_cta_per_sm))
+
+
+def _enumerate(m_blocks: dict, n: int, k: int, num_sms: int, P: ModelParams, one_cta_per_sm: bool):
+    small_m = m_blocks[64] <= 2                          # M <= 128
     cluster_min_tiles = P.cluster_min_rounds * num_sms
     narrow = n <= P.narrow_cluster_max_n and k >= P.narrow_cluster_min_k
     narrow_b = n <= P.narrow_b_cluster_max_n and k >= P.narrow_cluster_min_k
     one_round_b = n <= P.one_round_b_max_n and k >= P.one_round_b_min_k
     nkb = ceil_div(k, BLOCK_K)
     splits = [s for s in (1, 2, 3, 4, 6, 7, 8) if nkb % s == 0 and nkb // s >= 2] or [1]
-    for bm in (64, 128, 192, 256):
+    for bm in CANDIDATE_BLOCK_MS:
         for bn in legal_block_ns(n):
-            if bm >= 192 and (bn > 128 or m <= 128):
+            if bm >= 192 and (bn > 128 or small_m):
                 continue
-            tiles = ceil_div(max(m, 1), bm) * ceil_div(n, bn)
+            tiles = m_blocks[bm] * ceil_div(n, bn)
             for occ in ((1, 2) if bm == 64 and not one_cta_per_sm else (1,)):
                 stages = max_stages(bm, bn, ctas_per_sm=occ)
                 if stages < (3 if occ == 1 else 2):
