@@ -1020,7 +1020,7 @@ def test_sampled_configs_match_reference_and_are_bitwise_stable(i):
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
 
-# 64x2112x7168 and 64x576x7168: the table runs two CTAs per SM (a split over a cluster); 4096x7168x2048:
+# 64x2112x7168 and 64x576x7168: the table runs three CTAs per SM (a split over a cluster); 4096x7168x2048:
 # a 2-CTA cluster; 128x7168x16384 one round of 128-row tiles
 @pytest.mark.parametrize("limit", [66, 131])
 @pytest.mark.parametrize("m,n,k", [(64, 2112, 7168), (64, 576, 7168), (4096, 7168, 2048), (128, 7168, 16384)])
