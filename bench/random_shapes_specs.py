@@ -1533,17 +1533,21 @@ H100_SXM = "NVIDIA H100 80GB HBM3"
 def h100_choice(m, n, k, own=True, stand_in=True):
     """The API's config on an H100 SXM at (m, n, k), with or without its own entries (specs 310-312)
     and the H200's standing in (`tuning.stand_in_device`): each spec of step 124 compares two of
-    these states, and regenerates as it was drawn whatever the table holds later."""
+    these states, and regenerates as it was drawn whatever the H100's table holds later (the H200's
+    entries standing in are read as shipped: specs 308 and 310 now differ from their files at the cells
+    step 125 moved to three CTAs an SM; 309, 311 and 313 regenerate as committed)."""
     from dgir import tuning
-    real_own, real_ref = tuning._own_entries, tuning.stand_in_device
+    real_own, real_ref = tuning._own_in, tuning.stand_in_device
     if not own:
-        tuning._own_entries = lambda op, device, sms: iter(()) if device == H100_SXM else real_own(op, device, sms)
+        tuning._own_in = lambda versions, op, device, sms: () if device == H100_SXM else real_own(versions, op, device, sms)
     if not stand_in:
         tuning.stand_in_device = lambda *a, **kw: None
+    tuning._measured_in.cache_clear()       # the look-ups' index is built from these two, per file version
     try:
         return tuning.choose("fp8_gemm_nt", m, n, k, device=H100_SXM, sms=132).config
     finally:
-        tuning._own_entries, tuning.stand_in_device = real_own, real_ref
+        tuning._own_in, tuning.stand_in_device = real_own, real_ref
+        tuning._measured_in.cache_clear()
 
 
 def stand_in_choices(m, n, k):

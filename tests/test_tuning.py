@@ -1168,26 +1168,18 @@ def test_spec_306_on_the_h200_moves_four_entries_to_three_ctas():
         assert tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config.ctas_per_sm == 3
 
 
-def test_chooser_ab_reads_spec_307s_verdict_on_the_h200():
-    """Spec 307 on the H200 (step 125): the 128x136 entry of fit_model --fit-jumps, held out on the
-    card it was fitted for, 1.084x over 16 shapes, 13 slower, behind cuBLAS 0 -> 2: rejected there too."""
+@pytest.mark.parametrize("card,verdict", [("", (1.084, 13, 0, 2)), ("_h100", (1.138, 11, 0, 4))],
+                         ids=["h200", "h100"])
+def test_chooser_ab_reads_spec_307s_verdict(card, verdict):
+    """Spec 307 (the 128x136 entry of fit_model --fit-jumps, held out) as chooser_ab reads each card's
+    file: 16 shapes; on the H200, the card it was fitted for, 1.084x, 13 slower, behind cuBLAS 0 -> 2
+    (step 125); on the H100 1.138x, 11 slower, behind cuBLAS 0 -> 4 (step 123).  Rejected on both."""
     from dgir_testlib import bench_module
     ab, specs = bench_module("chooser_ab"), bench_module("random_shapes_specs")
-    out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune307_exp.json", specs.as_shipped(),
+    out = ab.compare(ROOT / "bench" / "results" / "raw" / f"tune307{card}_exp.json", specs.as_shipped(),
                      specs.jump_entry_136())
-    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 1.084
-    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (13, 0, 2)
-
-
-def test_chooser_ab_reads_spec_307s_verdict_on_the_h100():
-    """Spec 307 (the 128x136 entry of fit_model --fit-jumps, held out) as chooser_ab reads its H100
-    file: 16 shapes, 1.138x, 11 slower, behind cuBLAS 0 -> 4 (step 123)."""
-    from dgir_testlib import bench_module
-    ab, specs = bench_module("chooser_ab"), bench_module("random_shapes_specs")
-    out = ab.compare(ROOT / "bench" / "results" / "raw" / "tune307_h100_exp.json", specs.as_shipped(),
-                     specs.jump_entry_136())
-    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == 1.138
-    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == (11, 0, 4)
+    assert out["shapes"] == 16 and round(out["geomean_after_over_before"], 3) == verdict[0]
+    assert (out["slower"], out["behind_cublas_before"], out["behind_cublas_after"]) == verdict[1:]
 
 
 def test_the_jump_form_filter_drops_only_select_form_timings_of_jump_tiles():
@@ -1263,3 +1255,19 @@ def test_the_model_candidates_depend_on_m_only_through_its_m_blocks():
     assert not any(c.block_m >= 192 for c in small) and any(c.block_m == 192 for c in large)
     fresh = FM._enumerate(dict(zip(FM.CANDIDATE_BLOCK_MS, (3, 2, 1, 1))), 2048, 4096, 132, P, False)
     assert tuple(fresh) == large
+
+
+def test_the_h100_chooser_states_of_the_spec_generators_take_effect():
+    """random_shapes_specs.h100_choice states the chooser on an H100 SXM with and without its own
+    entries and the H200's standing in; the look-ups read an index cached per file version (step 125),
+    so a state must reach it: at 640x7168x16384 the H100's own entry (128x144), without it the H200's
+    (192x128, as on the H200), without either the model's pick; afterwards the shipped state again."""
+    from dgir_testlib import bench_module
+    specs = bench_module("random_shapes_specs")
+    own = specs.h100_choice(640, 7168, 16384)
+    stand_in = specs.h100_choice(640, 7168, 16384, own=False)
+    model = specs.h100_choice(640, 7168, 16384, own=False, stand_in=False)
+    assert (own.block_m, own.block_n) == (128, 144) and (stand_in.block_m, stand_in.block_n) == (192, 128)
+    assert stand_in == tuning.choose("fp8_gemm_nt", 640, 7168, 16384, H200.name, 132).config
+    assert model == tuning.choose("fp8_gemm_nt", 640, 7168, 16384, "a device without entries", 132).config
+    assert tuning.choose("fp8_gemm_nt", 640, 7168, 16384, specs.H100_SXM, 132).config == own
