@@ -330,7 +330,7 @@ def test_walk_rounds_counts_the_persistent_rounds_of_every_walk_kind():
     assert walk_rounds(64, split) == 1 and walk_rounds(65, split) == 2      # 132 / 264 slices, 132 CTAs
     dsm = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=6, split_k=8, split_reduce="cluster",
                         ctas_per_sm=2)
-    assert walk_rounds(64, dsm) == 1 and walk_rounds(4096, dsm) == 35       # 18 / 1152 tiles, 33 clusters
+    assert walk_rounds(64, dsm) == 1 and walk_rounds(4096, dsm) == 39       # 18 / 1152 tiles, 30 clusters resident
 
 
 def test_sm_load_counts_two_ctas_per_sm_beyond_the_rounds():
@@ -341,15 +341,19 @@ def test_sm_load_counts_two_ctas_per_sm_beyond_the_rounds():
     from dgir.ops.fp8_gemm import sm_load, walk_rounds
     two = Fp8GemmConfig(n=1024, k=4096, block_m=64, block_n=64, stages=5, split_k=4, split_reduce="cluster",
                         ctas_per_sm=2)
-    assert walk_rounds(192, two) == walk_rounds(224, two) == 1
-    assert sm_load(192, two) == 192 / 132 and sm_load(224, two) == 256 / 132
+    # 48 and 64 output tiles: one round of the slots (66 clusters), but 62 resident (the driver's count
+    # on an H100, step 126) make M = 224 two rounds, as its 1.36x time says
+    assert walk_rounds(192, two) == 1 and walk_rounds(224, two) == 2
+    assert sm_load(192, two) == 192 / 132 and sm_load(224, two) == 2
     one = Fp8GemmConfig(n=1024, k=4096, block_m=64, block_n=64, stages=12, split_k=2, split_reduce="cluster")
     assert sm_load(224, one) == walk_rounds(224, one) == 1 and sm_load(64, two) == 1    # 64 CTAs: one round
     cfg, entry_m = tuning.nearby_config("fp8_gemm_nt", 224, 1024, 4096, H200.name, H200.sms)
     assert entry_m == 256 and cfg == Fp8GemmConfig(**tuning.lookup("fp8_gemm_nt", H200.name, 132, 256, 1024,
                                                                      4096)["config"])
+    # the rounds alone, with the measured residency, now see the second round too (with the slots
+    # they saw one and took M = 192's entry)
     cfg, entry_m = tuning.nearby_config("fp8_gemm_nt", 224, 1024, 4096, H200.name, H200.sms, load=walk_rounds)
-    assert entry_m == 192
+    assert entry_m == 256
 
 
 def test_a_carried_config_keeps_the_rounds_it_was_measured_in():
@@ -1223,22 +1227,39 @@ def test_the_indexed_lookups_equal_a_scan_of_every_file_and_follow_a_recorded_en
 
 def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
     """8-slice cluster splits at three CTAs an SM: 44 output tiles ran in one round, 46 did not (an
-    H100, spec 315: 64x2176x7168 1.19x), where the SM slots say 396 / 8 = 49.  The CPU-side walk counts
-    the measured 44 (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), so the analogous rule widens its carry
-    from 64x2112x7168's entry to 56 columns at N = 2176 (39 tiles, one round); two CTAs an SM and
-    other slice counts keep the slots."""
+    H100, spec 315: 64x2176x7168 1.19x), where the SM slots say 396 / 8 = 49.  The driver answers 45
+    (bench/cluster_residency.py on an H100, step 126), which the CPU-side walk counts
+    (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), so the analogous rule widens its carry from
+    64x2112x7168's entry to 56 columns at N = 2176 (39 tiles, one round).  Two CTAs an SM in clusters
+    of 4: 62 resident of 66 slots, which 46 tiles fit."""
     from dgir.ops.fp8_gemm import Fp8GemmConfig, walk_rounds, walk_walkers
+    from dgir.ops.fp8_gemm_walk import resident_clusters_estimate, resident_split_clusters
     o3 = lambda n, bn: Fp8GemmConfig(n=n, k=7168, block_m=64, block_n=bn, stages=4, split_k=8,   # noqa: E731
                                      split_reduce="cluster", ctas_per_sm=3)
+    assert resident_split_clusters(132, 8, 3) == 45 and resident_split_clusters(132, 2, 1) == 66
     assert walk_walkers(64, o3(2112, 48)) == (44, 44) and walk_rounds(64, o3(2112, 48)) == 1
-    assert walk_walkers(64, o3(2176, 48)) == (44, 46) and walk_rounds(64, o3(2176, 48)) == 2
+    assert walk_walkers(64, o3(2176, 48)) == (45, 46) and walk_rounds(64, o3(2176, 48)) == 2
     o2 = Fp8GemmConfig(n=2176, k=7168, block_m=64, block_n=48, stages=6, split_k=4, split_reduce="cluster",
                        ctas_per_sm=2)
-    from dgir.ops.fp8_gemm_walk import resident_clusters_estimate
-    assert resident_clusters_estimate(o2) is None and walk_walkers(64, o2) == (46, 46)     # 66 slots
+    assert resident_clusters_estimate(o2) == 62 and walk_walkers(64, o2) == (46, 46)
     c = tuning.choose("fp8_gemm_nt", 64, 2176, 7168, H200.name, 132)
     assert c.source == "analogous" and c.config.ctas_per_sm == 3 and c.config.block_n == 56
     assert "width 48 -> 56: 2 rounds" in c.detail and walk_rounds(64, c.config) == 1
+
+
+def test_the_resident_clusters_are_the_drivers_answers():
+    """RESIDENT_CLUSTERS_MEASURED holds exactly what the driver answered for every split-cluster kind
+    in the committed residency run, and the 2-slice clusters it leaves out filled every slot there."""
+    import json
+    from pathlib import Path
+    from dgir.ops.fp8_gemm_walk import RESIDENT_CLUSTERS_MEASURED
+    rows = json.loads((Path(__file__).parents[1] / "bench/results/raw/cluster_residency_h100_0d153c1.json")
+                      .read_text())["rows"]
+    kinds = {(132, r["cluster"], r["ctas_per_sm_fit"]): r["resident_clusters"] for r in rows if r["source"] == "kind"}
+    assert {k: v for k, v in kinds.items() if k[1] > 2} == RESIDENT_CLUSTERS_MEASURED
+    assert all(v == 132 * k[2] // 2 for k, v in kinds.items() if k[1] == 2)
+    for r in rows:      # the shipped configs' clusters agree with their kind's count
+        assert r["resident_clusters"] == kinds[(132, r["cluster"], r["ctas_per_sm_fit"])]
 
 
 def test_the_model_candidates_depend_on_m_only_through_its_m_blocks():

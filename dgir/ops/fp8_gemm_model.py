@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from .fp8_gemm import (BLOCK_K, NUM_SMS, Fp8GemmConfig, ceil_div, check, cluster_tiles, legal_block_ns,
                        max_stages, three_warpgroup_spill)
 from .fp8_gemm_config import PROMOTE_MAX_ARMS, jumps_by_default, straddle_splits
+from .fp8_gemm_walk import resident_split_clusters
 
 PEAK_FP8 = 1979e12            # dense e4m3 tensor-core FLOP/s, 132 SMs
 HBM_BW = 4.2e12               # copy bandwidth measured in bench/results (bytes read + written per second)
@@ -159,7 +160,6 @@ REFIT = ModelParams(launch=5.085e-6, kb_latency=4.774e-8, kb_latency_per_col=1.6
                     # blocks leaves the pairs two rounds, 1.7-1.8x, which the model counts and does
                     # not pick)
                     one_round_b_max_n=1024)
-GPC_SMS = ((6, 16), (2, 18))  # (GPCs, SMs each) of the H200's 132 SMs, for cluster residency
 CLUSTER_ROUNDS = True          # multicast clusters: rounds of cluster tiles (False: of single tiles, before step 85)
 
 
@@ -238,8 +238,8 @@ def model_seconds(m: int, n: int, k: int, block_m: int, block_n: int, num_sms: i
         # 192x64 c2B, 13 m blocks, 4 rounds where the tiles alone make 3: 95.8 us, modelled 60.2)
         work = cluster_tiles(ceil_div(m, block_m), ceil_div(n, block_n), cluster, multicast)
         places = max(1, num_sms // cluster)
-    if in_cluster:   # a cluster's CTAs share one GPC: whole clusters per GPC, GPCs as on the H200
-        work, places = tiles, max(1, sum(count * (sms * ctas_per_sm // split_k) for count, sms in GPC_SMS))
+    if in_cluster:   # a cluster's CTAs share one GPC: the clusters the driver answered resident
+        work, places = tiles, max(1, resident_split_clusters(num_sms, split_k, ctas_per_sm))
     waves = ceil_div(work, places)                      # rounds of the persistent loop
     last_fill = (work - (waves - 1) * places) / places
     per_sm = PEAK_FP8 / NUM_SMS * tc_efficiency(block_m, block_n, P, split_k, cluster)

@@ -215,23 +215,34 @@ def walk_rounds(m: int, cfg: Fp8GemmConfig) -> int:
     return ceil_div(tiles, max(walkers, 1))
 
 
-# Clusters of a split over a cluster measured to hold their output tiles in one round, by (SMs, slices,
-# CTAs an SM), where that is fewer than the SM slots over the slices.  A cluster lives in one GPC, so
-# the count the launcher gets from the driver (cuOccupancyMaxActiveClusters) is per GPC and can fall
-# short of num_sms * ctas_per_sm // slices, which the CPU side otherwise assumes.  8 slices at three
-# CTAs an SM: 44 output tiles ran in one round (64x2112x7168 on the H200, spec 306; 64x2080x7168 on
-# an H100, spec 315), 46 did not (64x2176x7168 on an H100: 1.19x the two-CTA kernel's time, where
-# 396 / 8 = 49 were assumed; bench/TUNING.md step 125).  bench/cluster_residency.py asks the driver.
-RESIDENT_CLUSTERS_MEASURED = {(132, 8, 3): 44}
+# Clusters of a split over a cluster resident at once, by (SMs, slices, CTAs an SM), as the driver
+# answered on an H100 SXM (cuOccupancyMaxActiveClusters; bench/cluster_residency.py,
+# raw/cluster_residency_h100_0d153c1.json; bench/TUNING.md step 126).  A cluster lives in one GPC, so
+# the count falls short of num_sms * ctas_per_sm // slices, which the CPU side otherwise assumes, wherever
+# a GPC's slots do not divide by the slices: 8 slices at three CTAs an SM hold 45, not 49 (64x2176x7168,
+# 46 output tiles, ran 1.19x the two-CTA kernel's time on an H100, spec 315; 44 tiles ran in one round).
+# 2-slice clusters fill every slot and are not listed.  The launcher's grid asks the driver per chip;
+# this is the CPU side's stand-in, the same for every 132-SM part until the H200 answers for itself.
+RESIDENT_CLUSTERS_MEASURED = {
+    (132, 4, 1): 30, (132, 4, 2): 62, (132, 4, 3): 92, (132, 4, 4): 124,
+    (132, 8, 1): 15, (132, 8, 2): 30, (132, 8, 3): 45, (132, 8, 4): 62,
+}
+
+
+def resident_split_clusters(num_sms: int, slices: int, ctas_per_sm: int) -> int:
+    """Clusters of `slices` CTAs at `ctas_per_sm` the CPU side counts as resident at once: the measured
+    count (RESIDENT_CLUSTERS_MEASURED), else the SM slots over the slices."""
+    slots = num_sms * ctas_per_sm // slices
+    return min(RESIDENT_CLUSTERS_MEASURED.get((num_sms, slices, ctas_per_sm), slots), slots)
 
 
 def resident_clusters_estimate(cfg: Fp8GemmConfig) -> int | None:
     """The clusters of `cfg`'s split over a cluster the CPU side counts as resident at once where a
-    measurement says fewer than the SM slots hold (RESIDENT_CLUSTERS_MEASURED); None: the slots."""
+    measurement says fewer than the SM slots hold (resident_split_clusters); None: the slots."""
     if not cfg.split_cluster:
         return None
-    measured = RESIDENT_CLUSTERS_MEASURED.get((cfg.num_sms, cfg.split_k, cfg.ctas_per_sm))
-    return measured if measured is not None and measured < cfg.num_sms * cfg.ctas_per_sm // cfg.split_k else None
+    resident = resident_split_clusters(cfg.num_sms, cfg.split_k, cfg.ctas_per_sm)
+    return resident if resident < cfg.num_sms * cfg.ctas_per_sm // cfg.split_k else None
 
 
 def walk_walkers(m: int, cfg: Fp8GemmConfig) -> tuple[int, int]:
