@@ -304,6 +304,18 @@ def valid_config(fields: dict):
     return cfg
 
 
+def _residency_note(cfg) -> str:
+    """Where a split over a cluster is counted with fewer resident clusters than the SM slots hold
+    (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), say so: the rounds above depend on it."""
+    from .ops.fp8_gemm_walk import resident_clusters_estimate
+    resident = resident_clusters_estimate(cfg) if getattr(cfg, "split_cluster", False) else None
+    if resident is None:
+        return ""
+    return (f"; {resident} clusters of {cfg.split_k} resident at {cfg.ctas_per_sm} CTA{'s' * (cfg.ctas_per_sm > 1)} an SM, "
+            f"not the {cfg.num_sms * cfg.ctas_per_sm // cfg.split_k} the slots hold (the driver's count, "
+            "fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED)")
+
+
 def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,
            autotune: Callable[[], object] | None = None, trace: list | None = None,
            device_sms: int | None = None) -> Choice:
@@ -347,7 +359,8 @@ def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: boo
             rounds = F.walk_rounds(m, cfg)
             trace.append(f"walk: {walkers} {'clusters' if cfg.cluster > 1 or cfg.split_cluster else 'CTAs'} over "
                          f"{tiles} tiles ({rounds} round{'s' * (rounds != 1)}), {rows} rows of m blocks in bands of {band}"
-                         + ("; each walker keeps one m block" if F.walkers_keep_their_m_block(m, cfg) else ""))
+                         + ("; each walker keeps one m block" if F.walkers_keep_their_m_block(m, cfg) else "")
+                         + _residency_note(cfg))
             trace.append(f"m_tail: {cfg.m_tail} (the last m block holds {m - F.last_m0(m, bm)} of its {bm} rows)")
             if c.config.early_epilogue != "on":
                 where = F.early_store_loses(m, c.config) or "in the entry's config"

@@ -1247,6 +1247,21 @@ def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
     assert "width 48 -> 56: 2 rounds" in c.detail and walk_rounds(64, c.config) == 1
 
 
+def test_the_choice_trace_says_where_the_walk_counts_the_drivers_residency():
+    """`dgir choose` shows the walk's rounds; where they rest on fewer resident clusters than the SM
+    slots (a split over 8-CTA clusters at two CTAs an SM: 30 of 33), the walk line says so, and a
+    split whose slots all hold a cluster (2 slices) says nothing of it."""
+    trace = []
+    c = tuning.choose("fp8_gemm_nt", 256, 256, 14336, H200.name, 132, trace=trace)
+    walk = next(line for line in trace if line.startswith("walk:"))
+    assert c.config.split_cluster and c.config.split_k == 8 and c.config.ctas_per_sm == 2
+    assert "30 clusters of 8 resident at 2 CTAs an SM, not the 33 the slots hold" in walk
+    trace = []
+    c = tuning.choose("fp8_gemm_nt", 128, 2112, 7168, H200.name, 132, trace=trace)
+    walk = next(line for line in trace if line.startswith("walk:"))
+    assert c.config.split_cluster and c.config.split_k == 2 and "resident" not in walk
+
+
 def test_the_resident_clusters_are_the_drivers_answers():
     """RESIDENT_CLUSTERS_MEASURED holds exactly what the driver answered for every split-cluster kind
     in the committed residency run, and the 2-slice clusters it leaves out filled every slot there."""
