@@ -9,7 +9,10 @@ CPU side (`fp8_gemm_walk.walk_rounds`, which the tuned table's carry rules use t
 config in one round) assumes num_sms * ctas_per_sm // cluster.  Clusters live inside one GPC, so the
 real count is lower wherever a GPC's slots do not divide by the cluster: on an H100, 64x2080x7168 (44
 output tiles of 8-CTA clusters at three CTAs an SM) ran as fast as two CTAs an SM, 64x2176x7168 (46)
-1.19x slower (spec 315), where the CPU side assumed 49 resident.
+1.19x slower (spec 315), where the CPU side assumed 49 resident.  Since step 126 the CPU side
+counts an H100's answers (`fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED`, from this script's
+`raw/cluster_residency_h100_0d153c1.json`); `cpu_counted_clusters` is that count, so a run on
+another card shows at once where its driver disagrees.
 
 Rows: every kind of cluster kernel (split clusters of 2, 4 and 8 slices at one to four CTAs an SM;
 2-CTA multicast clusters at one) and every cluster config of the shipped tables, each compiled,
@@ -29,6 +32,7 @@ from common import header, write  # noqa: E402
 
 from dgir.compiler import compile  # noqa: E402
 from dgir.ops.fp8_gemm import Fp8GemmConfig, check_config, max_stages_for  # noqa: E402
+from dgir.ops.fp8_gemm_walk import resident_split_clusters  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "dgir" / "tuned"
 
@@ -85,12 +89,15 @@ def main() -> None:
                 write(args.out, doc)
                 continue
             occ = loaded.grid_attrs.get("ctas_per_sm", cfg.ctas_per_sm)
-            # persistent_grid's slots without the driver's answer (resident_clusters=None)
+            # persistent_grid's slots without the driver's answer (resident_clusters=None), and what the
+            # CPU side counts since step 126 (the H100's answers): a device that answers otherwise
+            # needs its own entries in RESIDENT_CLUSTERS_MEASURED
             assumed = (cfg.num_sms * cfg.ctas_per_sm) // cluster
+            counted = resident_split_clusters(cfg.num_sms, cluster, cfg.ctas_per_sm) if cfg.split_cluster else assumed
             row = {"source": source, "kernel": cfg.kernel_name(), "m": m, "cluster": cluster,
                    "ctas_per_sm_asked": cfg.ctas_per_sm, "ctas_per_sm_fit": occ, "threads": loaded.threads,
                    "smem_bytes": loaded.smem, "resident_clusters": resident,
-                   "cpu_assumed_clusters": assumed}
+                   "cpu_assumed_clusters": assumed, "cpu_counted_clusters": counted}
             print(row, flush=True)
             doc["rows"].append(row)
             write(args.out, doc)
