@@ -308,12 +308,11 @@ def _residency_note(cfg) -> str:
     """Where a split over a cluster is counted with fewer resident clusters than the SM slots hold
     (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), say so: the rounds above depend on it."""
     from .ops.fp8_gemm_walk import resident_clusters_estimate
-    resident = resident_clusters_estimate(cfg) if getattr(cfg, "split_cluster", False) else None
-    if resident is None:
+    resident, slots = resident_clusters_estimate(cfg), cfg.num_sms * cfg.ctas_per_sm // cfg.split_k
+    if resident is None or resident == slots:
         return ""
     return (f"; {resident} clusters of {cfg.split_k} resident at {cfg.ctas_per_sm} CTA{'s' * (cfg.ctas_per_sm > 1)} an SM, "
-            f"not the {cfg.num_sms * cfg.ctas_per_sm // cfg.split_k} the slots hold (the driver's count, "
-            "fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED)")
+            f"not the {slots} the slots hold (the driver's count, fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED)")
 
 
 def choose(op: str, m: int, n: int, k: int, device: str, sms: int, *, tuned: bool = True,

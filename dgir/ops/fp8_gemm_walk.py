@@ -237,12 +237,9 @@ def resident_split_clusters(num_sms: int, slices: int, ctas_per_sm: int) -> int:
 
 
 def resident_clusters_estimate(cfg: Fp8GemmConfig) -> int | None:
-    """The clusters of `cfg`'s split over a cluster the CPU side counts as resident at once where a
-    measurement says fewer than the SM slots hold (resident_split_clusters); None: the slots."""
-    if not cfg.split_cluster:
-        return None
-    resident = resident_split_clusters(cfg.num_sms, cfg.split_k, cfg.ctas_per_sm)
-    return resident if resident < cfg.num_sms * cfg.ctas_per_sm // cfg.split_k else None
+    """The clusters of `cfg`'s split over a cluster the CPU side counts as resident at once
+    (resident_split_clusters); None for a config that is no such split."""
+    return resident_split_clusters(cfg.num_sms, cfg.split_k, cfg.ctas_per_sm) if cfg.split_cluster else None
 
 
 def walk_walkers(m: int, cfg: Fp8GemmConfig) -> tuple[int, int]:
