@@ -38,11 +38,12 @@ SHIPPED = Path(__file__).resolve().parents[1] / "dgir" / "tuned"
 
 
 def kinds() -> list[tuple[int, Fp8GemmConfig]]:
-    """(M, config): a 64x32 split over a cluster of 2 / 4 / 8 slices at 1-4 CTAs an SM (K = 8192:
-    64 K blocks, so every split has two or more a slice), and the 2-CTA multicast clusters."""
+    """(M, config): a 64x32 split over a cluster of 2 / 4 / 8 / 16 slices at 1-4 CTAs an SM (K = 8192:
+    64 K blocks, so every split has two or more a slice; 16 is a non-portable size), and the 2-CTA
+    multicast clusters."""
     out = []
     for occ in (1, 2, 3, 4):
-        for sk in (2, 4, 8):
+        for sk in (2, 4, 8, 16):
             cfg = Fp8GemmConfig(n=4096, k=8192, block_m=64, block_n=32, stages=2, split_k=sk,
                                 split_reduce="cluster", ctas_per_sm=occ)
             out.append((64, replace(cfg, stages=max_stages_for(cfg))))

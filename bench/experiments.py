@@ -331,6 +331,7 @@ def run_one(spec: str, device, spread=2.0, clocks=False):
             "tflops": 2 * m * n * k / ms / 1e9, "gbps": nbytes / ms / 1e6,
             "registers": getattr(res.resources, "registers", None), "ptxas_warnings": res.warnings,
             "sass_patch": getattr(res, "sass_patch", ""), "grid_ctas": getattr(kern, "grid_attrs", {}).get("num_sms"),
+            "resident_clusters": getattr(kern, "grid_attrs", {}).get("resident_clusters"),
             **(sustained_clocks(run) if clocks else {})}
 
 

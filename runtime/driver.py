@@ -25,6 +25,7 @@ U32, U64, VP = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_void_p
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
 CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT = 9
 CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
@@ -239,6 +240,16 @@ def blocks_per_sm(fn: Function, block: int, smem_bytes: int) -> int:
                                                            ctypes.c_size_t(smem_bytes)),
            f"cuOccupancyMaxActiveBlocksPerMultiprocessor({fn.name})")
     return n.value
+
+
+def allow_non_portable_clusters(fn: Function) -> None:
+    """Let ``fn`` run clusters of more than 8 CTAs (up to 16 on sm_90).  Its cubin fixes the cluster
+    shape (.reqnctapercluster); without this attribute the occupancy query and the launch of a
+    9-16-CTA cluster are refused."""
+    _make_current(fn.device_index)
+    _check(_cuda().cuFuncSetAttribute(VP(fn.handle), CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                      ctypes.c_int(1)),
+           f"cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED) for {fn.name}")
 
 
 def max_active_clusters(fn: Function, block: int, smem_bytes: int, cluster: int) -> int:

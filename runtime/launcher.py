@@ -7,6 +7,7 @@ import threading
 from dgir.emitters.ptx import kernel_params
 from dgir.ir import DType, Op
 from dgir.ops.fp8_gemm import kernel_grid, launch_scalar, workspace_shapes
+from dgir.ops.fp8_gemm_config import PORTABLE_CLUSTER_SIZE
 
 from . import driver
 from .device import properties
@@ -40,6 +41,8 @@ class LoadedKernel:
         self.grid_attrs = dict(k.attrs)
         self.cluster = k.get("cluster") or 1
         if self.cluster > 1:
+            if self.cluster > PORTABLE_CLUSTER_SIZE:
+                driver.allow_non_portable_clusters(self.fn)
             resident = driver.max_active_clusters(self.fn, self.threads, self.smem, self.cluster)
             if resident < 1:
                 raise RuntimeError(f"{result.name}: no cluster of {self.cluster} CTAs with {self.smem} B of "

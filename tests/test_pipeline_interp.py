@@ -147,7 +147,9 @@ def test_async_staged_b_scales_preserve_the_result(m, n, k, bm, bn, stages, clus
 # (block_m 128: two math warpgroups, each exchanging its own 64-row fragment; M tails inside each)
 SPLIT_CLUSTERS = [(70, 96, 512, 64, 32, 2, 4), (130, 200, 768, 64, 64, 3, 3), (17, 64, 1024, 64, 16, 2, 8),
                   (64, 136, 896, 64, 40, 2, 7), (200, 160, 768, 128, 48, 3, 3), (100, 136, 1024, 128, 64, 2, 4),
-                  (300, 96, 512, 128, 32, 2, 2)]
+                  (300, 96, 512, 128, 32, 2, 2),
+                  # non-portable cluster sizes (9-16 CTAs): 14 slices of two K blocks, 16 of one
+                  (40, 72, 3584, 64, 24, 2, 14), (65, 48, 2048, 64, 16, 1, 16)]
 
 
 @pytest.mark.parametrize("m,n,k,bm,bn,stages,split_k", SPLIT_CLUSTERS)

@@ -92,6 +92,13 @@ class FakeLib:
         self.calls.append(("attr", fn.value, attr, value.value))
         return 0
 
+    resident_clusters = 9         # what cuOccupancyMaxActiveClusters reports
+
+    def cuOccupancyMaxActiveClusters(self, out, fn, cfg_ref):
+        self.calls.append(("clusters", fn.value, tuple(cfg_ref._obj.attrs[0].value.clusterDim)))
+        out._obj.value = self.resident_clusters
+        return 0
+
     def cuLaunchKernelEx(self, cfg_ref, fn, params, extra):
         cfg = cfg_ref._obj
         attrs = [(cfg.attrs[i].id, tuple(cfg.attrs[i].value.clusterDim),
@@ -213,6 +220,29 @@ def test_kernel_maps_are_encoded_once_per_layout(fake, monkeypatch, tmp_path):
     kern.tensor_map("D", wide, m, m)
     (_, last), = [c for c in fake.calls if c[0] == "encode"][-1:]
     assert last["gaddr"] == wide.data_ptr() and last["strides"] == [2 * n * 2]   # encoded, not re-pointed
+
+
+@pytest.mark.parametrize("split_k,k", [(8, 7168), (14, 7168), (16, 8192)])
+def test_clusters_over_eight_ctas_are_allowed_before_the_occupancy_query(fake, monkeypatch, tmp_path, split_k, k):
+    """A split over 9-16 slices is a non-portable cluster: the launcher sets the function's
+    NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14) before it asks how many clusters are resident (the driver
+    refuses both the query and the launch otherwise); a portable cluster of 8 leaves it unset."""
+    from dgir import deep_gemm
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.runtime import launcher
+    monkeypatch.setenv("DG_JIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(launcher, "properties", lambda index: type("P", (), {"sms": 132})())
+    m, n = 64, 576
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=64, block_n=32, stages=4, split_k=split_k, split_reduce="cluster")
+    kern = launcher.LoadedKernel(deep_gemm._compile_cached("fp8_gemm_nt", cfg, m, n, k, None), 0)
+    allowed = [i for i, c in enumerate(fake.calls) if c[0] == "attr" and c[2] == drv.CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED]
+    query = [i for i, c in enumerate(fake.calls) if c[0] == "clusters"]
+    assert [fake.calls[i][2] for i in query] == [(split_k, 1, 1)]
+    if split_k > 8:
+        assert len(allowed) == 1 and fake.calls[allowed[0]][3] == 1 and allowed[0] < query[0]
+    else:
+        assert allowed == []
+    assert kern.grid_attrs["resident_clusters"] == fake.resident_clusters
 
 
 @pytest.mark.parametrize("status,capturing", [(0, False), (1, True), (2, True), ("906", True)])

@@ -378,6 +378,9 @@ CLUSTER_SPLIT_MAX_BLOCK_N = 80
 # tiles whose K slices may run as one cluster (split_reduce="cluster"): one or two math warpgroups, each
 # exchanging its own 64-row fragment (128 rows: bench/TUNING.md step 116, not yet timed)
 CLUSTER_SPLIT_BLOCK_MS = (64, 128)
+# sm_90 clusters: 8 CTAs portable, 16 once the function allows non-portable sizes (the launcher does,
+# runtime/driver.allow_non_portable_clusters); more slices give each CTA a shorter K chain
+PORTABLE_CLUSTER_SIZE, MAX_CLUSTER_SIZE = 8, 16
 
 
 def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
@@ -450,9 +453,10 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.split_reduce not in ("global", "cluster"):
         raise OpError(f"fp8_gemm_nt: split_reduce must be 'global' or 'cluster', got {cfg.split_reduce!r}")
     if cfg.split_cluster:
-        if cfg.split_k > 8 or cfg.cluster > 1 or cfg.block_m not in CLUSTER_SPLIT_BLOCK_MS:
+        if cfg.split_k > MAX_CLUSTER_SIZE or cfg.cluster > 1 or cfg.block_m not in CLUSTER_SPLIT_BLOCK_MS:
             raise OpError(f"fp8_gemm_nt: split_reduce='cluster' runs the split_k={cfg.split_k} slices of a tile as "
-                          f"one cluster: needs split_k <= 8 (portable cluster size), cluster=1 and block_m in "
+                          f"one cluster: needs split_k <= {MAX_CLUSTER_SIZE} (sm_90's largest cluster; above "
+                          f"{PORTABLE_CLUSTER_SIZE} the launcher allows non-portable sizes), cluster=1 and block_m in "
                           f"{CLUSTER_SPLIT_BLOCK_MS} (each math warpgroup exchanges its 64-row fragment; a two-wave "
                           f"256-row tile would exchange two per warpgroup)")
     if cfg.math_order not in MATH_ORDERS:
