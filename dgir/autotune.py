@@ -29,6 +29,7 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
     from dataclasses import replace
 
     from .ops.fp8_gemm import CLUSTER_SPLIT_BLOCK_MS, max_stages_for
+    from .ops.fp8_gemm_config import PORTABLE_CLUSTER_SIZE      # larger splits measured slower (step 127)
     from .ops.fp8_gemm_model import candidate_configs, config_seconds
     ranked = sorted(candidate_configs(m, n, k, num_sms, one_cta_per_sm=one_cta_per_sm),
                     key=lambda c: config_seconds(m, n, k, c))
@@ -42,14 +43,14 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
         if len(best) == top:
             break
         if c.split_k > 1 and c.split_reduce == "global" and c.block_m >= 128:
-            if c.block_m in CLUSTER_SPLIT_BLOCK_MS and c.split_k <= 8 and c.cluster == 1:
+            if c.block_m in CLUSTER_SPLIT_BLOCK_MS and c.split_k <= PORTABLE_CLUSTER_SIZE and c.cluster == 1:
                 tall_twins.append(twin(c))
             continue
         best.append(c)
     out = []
     for c in best:
         out.append(c)
-        if 1 < c.split_k <= 8 and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
+        if 1 < c.split_k <= PORTABLE_CLUSTER_SIZE and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
             out.append(twin(c))
     return out + tall_twins
 

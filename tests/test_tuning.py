@@ -1266,7 +1266,7 @@ def test_the_resident_clusters_are_the_drivers_answers():
     """RESIDENT_CLUSTERS_MEASURED holds exactly what the driver answered for every split-cluster kind
     in the committed residency run, and the 2-slice clusters it leaves out filled every slot there."""
     from dgir.ops.fp8_gemm_walk import RESIDENT_CLUSTERS_MEASURED
-    rows = json.loads((ROOT / "bench" / "results" / "raw" / "cluster_residency_h100_0d153c1.json").read_text())["rows"]
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / "cluster_residency_h100_9f852f0.json").read_text())["rows"]
     kinds = {(132, r["cluster"], r["ctas_per_sm_fit"]): r["resident_clusters"] for r in rows if r["source"] == "kind"}
     assert {k: v for k, v in kinds.items() if k[1] > 2} == RESIDENT_CLUSTERS_MEASURED
     assert all(v == 132 * k[2] // 2 for k, v in kinds.items() if k[1] == 2)

@@ -217,7 +217,7 @@ def walk_rounds(m: int, cfg: Fp8GemmConfig) -> int:
 
 # Clusters of a split over a cluster resident at once, by (SMs, slices, CTAs an SM), as the driver
 # answered on an H100 SXM (cuOccupancyMaxActiveClusters; bench/cluster_residency.py,
-# raw/cluster_residency_h100_0d153c1.json; bench/TUNING.md step 126).  A cluster lives in one GPC, so
+# raw/cluster_residency_h100_0d153c1.json; bench/TUNING.md step 126; 16 slices: step 127).  A cluster lives in one GPC, so
 # the count falls short of num_sms * ctas_per_sm // slices, which the CPU side otherwise assumes, wherever
 # a GPC's slots do not divide by the slices: 8 slices at three CTAs an SM hold 45, not 49 (64x2176x7168,
 # 46 output tiles, ran 1.19x the two-CTA kernel's time on an H100, spec 315; 44 tiles ran in one round).
@@ -226,6 +226,8 @@ def walk_rounds(m: int, cfg: Fp8GemmConfig) -> int:
 RESIDENT_CLUSTERS_MEASURED = {
     (132, 4, 1): 30, (132, 4, 2): 62, (132, 4, 3): 92, (132, 4, 4): 124,
     (132, 8, 1): 15, (132, 8, 2): 30, (132, 8, 3): 45, (132, 8, 4): 62,
+    # non-portable clusters: one per GPC and CTA slot (raw/cluster_residency_h100_9f852f0.json, step 127)
+    (132, 16, 1): 7, (132, 16, 2): 14, (132, 16, 3): 21, (132, 16, 4): 28,
 }
 
 
