@@ -51,7 +51,8 @@ class Fp8GemmConfig:
                                  # one CTA's serial chain (wait, wgmma, promote) is the bottleneck
     split_reduce: str = "global"  # split-K: "global": FP32 partials in a global workspace, the last
                                  # slice's CTA sums them; "cluster": the split_k slices of a tile run as
-                                 # one cluster and sum each other's partials from shared memory (DSMEM)
+                                 # one cluster and sum each other's partials from shared memory (DSMEM);
+                                 # up to 16 slices (above 8 a non-portable cluster: slower, step 127)
     math_order: str = "together"  # "alternate": the math warpgroups take turns (in a ring) issuing their wgmma
                                  # groups (order_wgmma_issue pass), so one promotes while the other's
                                  # group runs; "pingpong": the turn passes only when the group retired;
