@@ -211,6 +211,16 @@ def _trace_pass():
     return TraceTimeline()                                   # script against older wheels too
 
 
+def placement_summary(sms) -> dict:
+    """How the driver spread the CTAs (the trace's placement event: each CTA's %smid): SMs used, and
+    how many SMs ran 1, 2, 3... of them (CTAs on one SM share its tensor core and shared memory)."""
+    per_sm = torch.bincount(sms.long())
+    per_sm = per_sm[per_sm > 0]
+    hist = torch.bincount(per_sm)
+    return {"sms_used": int(per_sm.numel()),
+            "sms_by_ctas": {str(c): int(hist[c]) for c in range(1, hist.numel()) if hist[c]}}
+
+
 def timeline(run, trace, launches=7) -> dict:
     """Where one launch's time goes: for each milestone of trace_timeline.EVENTS, the median, max, min
     and 90th percentile over CTAs of (CTA's time there - first CTA's load_start), in us of %globaltimer, and for the
@@ -225,7 +235,7 @@ def timeline(run, trace, launches=7) -> dict:
         run()
         torch.cuda.synchronize()
         runs.append(trace.cpu())
-    from dgir.passes.trace_timeline import EVENTS
+    from dgir.passes.trace_timeline import EVENTS, PLACEMENT
     names = [e[0] for e in EVENTS]
     t0s = [r[:, 0, 0][r[:, 0, 0] > 0].min() for r in runs]
     spans = [float(r[:, names.index("mma_end"), 0].max() - t0) / 1e3 for r, t0 in zip(runs, t0s)]
@@ -233,6 +243,8 @@ def timeline(run, trace, launches=7) -> dict:
     r, t0 = runs[i], t0s[i]
     out = {"span_us": spans[i], "spans_us": [round(x, 3) for x in spans]}
     for e, name in enumerate(names):
+        if name == PLACEMENT:
+            continue
         ns = r[:, e, 0]
         ok = ns > 0
         if ok.any():
@@ -241,6 +253,7 @@ def timeline(run, trace, launches=7) -> dict:
             out[f"{name}_us_max"] = round(float(rel.max()), 3)
             out[f"{name}_us_min"] = round(float(rel.min()), 3)     # min and p90: is a slow end a few
             out[f"{name}_us_p90"] = round(float(rel.quantile(0.9)), 3)   # CTAs or all of them (step 97)
+    out.update(placement_summary(r[:, names.index(PLACEMENT), 0]))
     cyc = lambda a, b: r[:, names.index(b), 1] - r[:, names.index(a), 1]  # noqa: E731
     for a, b in (("load_start", "first_acquire"), ("mma_start", "first_full"), ("first_full", "first_kloop_end"),
                  ("first_kloop_end", "tile_end"), ("first_kloop_end", "first_stored"),

@@ -22,7 +22,11 @@ EVENTS = (
     ("first_published", "mma", "after:partial_publish", "first"),  # cluster split-K: partial published
     ("tile_end", "mma", "end:tile", "last"),                 # last tile's epilogue done
     ("mma_end", "mma", "end", "last"),
+    # not a time: where the CTA ran, (%smid, %cluster_ctarank) in place of the two clocks; several
+    # CTAs on one SM share its tensor core and shared-memory bandwidth (how the driver places clusters)
+    ("placement", "load", "end", "last"),
 )
+PLACEMENT = "placement"
 TRACE = "TRACE"
 
 
@@ -30,7 +34,9 @@ class TraceTimeline(Pass):
     """Record, per CTA, when its load and math roles reach the milestones in `EVENTS`: a
     `timestamp` op after each milestone writes %globaltimer (ns, comparable across SMs) and
     %clock64 (the SM's cycles) into a new param %TRACE : u64[CTAS, events, 2], which the caller
-    passes (zeroed) and reads back.  The first warpgroup of a region records; a "first" event
+    passes (zeroed) and reads back; the last event, `placement`, holds the CTA's SM and cluster rank
+    instead (written after the load role's last milestone, so no timed one waits on it).  The first
+    warpgroup of a region records; a "first" event
     inside a loop records on its first pass only (a predicate register, so later iterations pay a
     branch, not a store: an atomic per K block once doubled a small-M kernel's time).
 
@@ -60,7 +66,10 @@ class TraceTimeline(Pass):
 
 
 def _stamp(event: int, keep: str, role: str) -> Node:
-    return Node(Op.TIMESTAMP, "", (TRACE,), None, {"event": event, "keep": keep, "role": role})
+    attrs = {"event": event, "keep": keep, "role": role}
+    if EVENTS[event][0] == PLACEMENT:
+        attrs["placement"] = True
+    return Node(Op.TIMESTAMP, "", (TRACE,), None, attrs)
 
 
 def _place(region: Node, where: str, stamp: Node) -> Node:

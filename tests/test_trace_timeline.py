@@ -9,10 +9,11 @@ from dgir.compiler import compile
 from dgir.interp import fp8_gemm_inputs, run_kernel
 from dgir.ir import Op
 from dgir.ops.fp8_gemm import Fp8GemmConfig, lower
-from dgir.passes.trace_timeline import EVENTS, TraceTimeline
+from dgir.passes.trace_timeline import EVENTS, PLACEMENT, TraceTimeline
 from dgir.pipeline import pipeline, run_pipeline
 
 NAMES = [e[0] for e in EVENTS]
+TIMED = [e for e in NAMES if e != PLACEMENT]      # the placement event holds (SM, cluster rank), not times
 CLUSTER_ONLY = {"first_published"}          # placed only in kernels that publish partials to a cluster
 TMA_STORE_ONLY = {"first_stored", "last_store_free", "last_stored"}   # only where the epilogue is a TMA store
 
@@ -45,7 +46,10 @@ def test_milestones_in_order_and_result_unchanged(split_k, tiles, reduce):
     t = {name: int(out["TRACE"][0, i, 0]) for i, name in enumerate(NAMES)}
     placed = set(NAMES) - _absent(traced)
     assert (CLUSTER_ONLY <= placed) == (reduce == "cluster")
-    assert all((t[e] > 0) == (e in placed) for e in NAMES), t     # every placed milestone was recorded
+    assert all((t[e] > 0) == (e in placed) for e in TIMED), t     # every placed milestone was recorded
+    # every CTA says where it ran: the interpreter runs each on its own "SM", in cluster rank order
+    where = out["TRACE"][:, NAMES.index(PLACEMENT)].tolist()
+    assert where == [[c, c % split_k if reduce == "cluster" else 0] for c in range(ctas)]
     assert t["load_start"] <= t["first_acquire"] <= t["load_end"]
     assert t["mma_start"] < t["first_full"] < t["first_kloop_end"] <= t["tile_end"] <= t["mma_end"]
     # the first full slot needs the first TMA issued; the math ends after the loads were issued
@@ -74,7 +78,8 @@ def test_one_param_and_a_timestamp_per_event():
 def test_traced_kernel_assembles():
     cfg = Fp8GemmConfig(n=576, k=7168, block_m=64, block_n=32, stages=8, split_k=7)
     r = compile("fp8_gemm_nt", m=64, n=576, k=7168, config=cfg, passes=pipeline("sm90a") + [TraceTimeline()])
-    assert r.ptx.count("%globaltimer") == len(EVENTS) - len(_absent(r.ir))
+    assert r.ptx.count("%globaltimer") == len(TIMED) - len(_absent(r.ir))
+    assert r.ptx.count("%smid") == 1 and r.ptx.count("%cluster_ctarank") == 1
     assert r.resources.spill_stores == 0
 
 
@@ -106,3 +111,14 @@ def test_kloop_end_follows_the_k_blocks_peeled_after_the_unrolled_loop():
     out = run_kernel(traced, {**ins, "TRACE": torch.zeros((1, len(EVENTS), 2), dtype=torch.int64)})
     t = {name: int(out["TRACE"][0, i, 0]) for i, name in enumerate(NAMES)}
     assert t["first_full"] < t["first_kloop_end"] < t["first_stored"] <= t["tile_end"]
+
+
+def test_placement_summary_counts_ctas_per_sm():
+    """bench/experiments.timeline's reading of the placement event: the SMs used, and how many SMs ran
+    one, two, three... CTAs (two 8-CTA clusters packed two to an SM use 8 SMs, not 16)."""
+    import torch
+    from dgir_testlib import bench_module
+    summary = bench_module("experiments").placement_summary
+    assert summary(torch.tensor([0, 0, 1, 5, 5, 5, 7])) == {"sms_used": 4, "sms_by_ctas": {"1": 2, "2": 1, "3": 1}}
+    packed = torch.arange(16) // 2
+    assert summary(packed) == {"sms_used": 8, "sms_by_ctas": {"2": 8}}

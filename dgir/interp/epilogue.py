@@ -172,10 +172,14 @@ class EpilogueOps:
                            lambda: f"partial_reclaim: {done.get((buf, r - 1), 0)}/{need} CTAs read round {r - 1}")
 
     def _timestamp(self, t: _Task, n: Node):
-        """The machine's step count stands in for both clocks: it orders a CTA's milestones."""
+        """The machine's step count stands in for both clocks: it orders a CTA's milestones.  The
+        placement event: every CTA is its own SM here (its block id), with its rank in the cluster."""
         if t.wg_local:
             return
         slot = self.tensors[n.args[0]][t.cta.block_id, n.get("event")]
+        if n.get("placement"):
+            slot[0], slot[1] = t.cta.block_id, t.cta.rank
+            return
         if n.get("keep") == "last" or int(slot[0]) == 0:
             slot[:] = self.steps
 

@@ -1,5 +1,6 @@
 """PTX for `timestamp` (the trace_timeline pass): thread 0 of the region's first warpgroup writes
-%globaltimer (ns, one clock for every SM) and %clock64 (this SM's cycles) to trace[cta, event]."""
+%globaltimer (ns, one clock for every SM) and %clock64 (this SM's cycles) to trace[cta, event]; the
+`placement` event writes %smid and %cluster_ctarank there instead."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,8 +24,15 @@ def _timestamp(self: Emitter, n: Node) -> None:
     b(f"@{other} bra {skip};")
     self.if_leader(skip)
     ns, cycles = b.reg("b64"), b.reg("b64")
-    b(f"mov.u64 {ns}, %globaltimer;")
-    b(f"mov.u64 {cycles}, %clock64;")
+    if n.get("placement"):         # where the CTA runs, in place of the clocks
+        sm, rank = b.reg(), b.reg()
+        b(f"mov.u32 {sm}, %smid;")
+        b(f"mov.u32 {rank}, %cluster_ctarank;")
+        b(f"cvt.u64.u32 {ns}, {sm};")
+        b(f"cvt.u64.u32 {cycles}, {rank};")
+    else:
+        b(f"mov.u64 {ns}, %globaltimer;")
+        b(f"mov.u64 {cycles}, %clock64;")
     events = self.decls[n.args[0]].type.shape[1]
     idx, off, ptr = b.reg(), b.reg("b64"), b.reg("b64")
     b(f"mov.u32 {idx}, %ctaid.x;")
