@@ -94,7 +94,10 @@ API_RUNS = ["results/raw/tune50_exp.json", "results/raw/tune52_exp.json", "resul
             "results/raw/tune257_exp.json",
             # spec 260: the two N = 576 shapes whose pick step 106 turned into the tile alone walking N
             # first past one round (7168 and 8191; cuBLAS rejects M = 8191), with the pick before
-            "results/raw/tune260_exp.json"]
+            "results/raw/tune260_exp.json",
+            # spec 314 (step 129, the H200): the coverage shapes whose pick step 125's three-CTA entries
+            # moved, the three-CTA config and the one before it beside cuBLAS (two passes)
+            "results/raw/tune314_exp.json"]
 # runs whose "::default" lines (the API's pick as that revision's chooser made it) stand for the pick, at
 # the shapes earlier runs listed (held-out random shapes beside them are not coverage shapes)
 DEFAULT_LINE_RUNS = {"results/raw/tune260_exp.json"}

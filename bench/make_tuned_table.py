@@ -84,7 +84,12 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            + ["results/raw/tune203_exp.json"]
            # three and four CTAs per SM for 64-row tiles at the 14 small-M cells, against the API's configs
            # (step 125: three CTAs win at the N = 576 cells and 128x24576x1536)
-           + ["results/raw/tune306_exp.json"])
+           + ["results/raw/tune306_exp.json"]
+           # the H200 lease of step 129: the three-CTA picks at the coverage shapes beside their previous
+           # configs (314), the three-CTA carries (315), the widened carry (316), the one table entry the
+           # driver's residency puts in two rounds beside one that is not (318), the moved random shapes'
+           # old and new configs (319-320), 14-slice splits (321) and the N = 576 timelines' timings (322-323)
+           + [f"results/raw/tune{i}_exp.json" for i in (314, 315, 316, 318, 319, 320, 321, 322, 323)])
 # the H100 SXM's own timings (every H100 run of the fp8_gemm_nt sweeps and full tables committed)
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]

@@ -294,9 +294,9 @@ def test_set_num_sms_checks_its_argument_and_reads_back(sms_limit):
 
 
 @pytest.mark.parametrize("limit", [66, 131, 7])
-@pytest.mark.parametrize("m,n,k", [(64, 2112, 7168), (128, 7168, 16384), (4096, 7168, 2048), (64, 576, 7168)])
+@pytest.mark.parametrize("m,n,k", [(64, 2112, 7168), (128, 7168, 16384), (4096, 7168, 2048), (128, 576, 7168)])
 def test_a_limited_gemm_is_chosen_for_that_many_sms_one_cta_each(sms_limit, limit, m, n, k):
-    """64x2112x7168's and 64x576x7168's table configs run three CTAs per SM, 4096x7168x2048's is a
+    """64x2112x7168's and 128x576x7168's table configs run three CTAs per SM, 4096x7168x2048's is a
     2-CTA cluster: under a limit every config is for `limit` SMs, one CTA per SM, clusters only
     where they divide it, and the persistent grid has at most `limit` CTAs."""
     from dgir.ops.fp8_gemm import check_config, persistent_grid
@@ -309,7 +309,7 @@ def test_a_limited_gemm_is_chosen_for_that_many_sms_one_cta_each(sms_limit, limi
                            cfg.ctas_per_sm, cfg.split_cluster, None, cfg.stream_k)
     assert grid <= limit
     assert whole.num_sms == 132
-    if (m, n) in ((64, 2112), (64, 576)):
+    if (m, n) in ((64, 2112), (128, 576)):
         assert whole.ctas_per_sm == 3                      # (so the case tests the replacement)
 
 

@@ -237,6 +237,9 @@ def test_the_nearest_entry_yields_only_to_the_fastest_other_by_the_margin():
 def test_user_cache_wins_and_stale_entries_are_skipped():
     cfg = Fp8GemmConfig(n=512, k=1024, block_m=64, block_n=64, stages=4)
     from dataclasses import asdict
+    without = deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0)     # the shipped chooser's pick
+    assert without != cfg
+    deep_gemm._choice_for.cache_clear()
     path = tuning.record({"device": H200.name, "sms": 132, "op": "fp8_gemm_nt", "m": 64, "n": 512, "k": 1024,
                           "config": asdict(cfg), "us": 5.0, "source": "test"})
     assert path == tuning.user_cache() and path.exists()
@@ -247,8 +250,7 @@ def test_user_cache_wins_and_stale_entries_are_skipped():
                    "config": bad, "us": 1.0, "source": "test"})
     assert len(json.loads(path.read_text())["entries"]) == 1
     deep_gemm._choice_for.cache_clear()
-    model = get_operator("fp8_gemm_nt").choose_config(m=64, n=512, k=1024, num_sms=132)
-    assert deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0) == model
+    assert deep_gemm._config("fp8_gemm_nt", 64, 512, 1024, H200, 0) == without      # as if never recorded
 
 
 def test_autotune_candidates_are_the_models_best_first():
@@ -1153,11 +1155,13 @@ def test_config_ab_reads_spec_306s_verdict():
     assert all(best is None for *_, best in ab.best_over_api(path, ("_o5",)).values())
 
 
-def test_spec_306_on_the_h200_moves_four_entries_to_three_ctas():
+def test_three_cta_entries_after_specs_306_and_314():
     """Spec 306 on the H200 (step 125): the best three-CTA kernel over the API's config then, 1.124x
-    over the 14 cells, faster at both N = 576 cells (0.955x, 0.961x); make_tuned_table (spec 306 a
-    source, a duel's winner meeting its own newer duel) moves exactly the four cells where a
-    three-CTA kernel won its head-to-head by >= 1% to it, and the API runs them."""
+    over the 14 cells, faster at both N = 576 cells (0.955x, 0.961x), moved four cells to three CTAs an
+    SM.  Spec 314 (step 129, the H200 again) timed those four beside their previous configs at the
+    coverage shapes: 64x576x7168 goes back to two CTAs an SM (8.41 against 8.93 us), 128x576x7168 and
+    128x24576x1536 keep three, and 64x2112x7168 ties within 1% (its spec 306 entry stands).
+    make_tuned_table decides from both files, and the API runs what it decided."""
     from dgir_testlib import bench_module
     ab = bench_module("config_ab")
     rated = ab.best_over_api(ROOT / "bench" / "results" / "raw" / "tune306_exp.json", ("_o3",), API_BEFORE_STEP_125)
@@ -1165,11 +1169,15 @@ def test_spec_306_on_the_h200_moves_four_entries_to_three_ctas():
     assert (s["shapes"], s["faster"], round(s["geomean"], 3)) == (14, 2, 1.124)
     assert round(rated[(64, 576, 7168)][3], 3) == 0.955 and round(rated[(128, 576, 7168)][3], 3) == 0.961
     shipped = {(e["m"], e["n"], e["k"]): e for e in json.loads((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())["entries"]}
-    three = sorted(key for key, e in shipped.items() if e["config"]["ctas_per_sm"] == 3)
-    assert three == sorted(API_BEFORE_STEP_125)
-    assert all(shipped[key]["source"].endswith("tune306_exp.json") for key in three)
-    for m, n, k in three:
-        assert tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config.ctas_per_sm == 3
+    three = sorted(key for key in API_BEFORE_STEP_125 if shipped[key]["config"]["ctas_per_sm"] == 3)
+    assert three == [(64, 2112, 7168), (128, 576, 7168), (128, 24576, 1536)]
+    assert shipped[(64, 2112, 7168)]["source"].endswith("tune306_exp.json")
+    assert all(shipped[key]["source"].endswith("tune314_exp.json") for key in three[1:])
+    back = shipped[(64, 576, 7168)]
+    assert back["config"]["ctas_per_sm"] == 2 and back["source"].endswith("tune314_exp.json")
+    for m, n, k in API_BEFORE_STEP_125:
+        assert tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config.ctas_per_sm == \
+            shipped[(m, n, k)]["config"]["ctas_per_sm"]
 
 
 @pytest.mark.parametrize("card,verdict", [("", (1.084, 13, 0, 2)), ("_h100", (1.138, 11, 0, 4))],
@@ -1229,9 +1237,9 @@ def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
     """8-slice cluster splits at three CTAs an SM: 44 output tiles ran in one round, 46 did not (an
     H100, spec 315: 64x2176x7168 1.19x), where the SM slots say 396 / 8 = 49.  The driver answers 45
     (bench/cluster_residency.py on an H100, step 126), which the CPU-side walk counts
-    (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), so the analogous rule widens its carry from
-    64x2112x7168's entry to 56 columns at N = 2176 (39 tiles, one round).  Two CTAs an SM in clusters
-    of 4: 62 resident of 66 slots, which 46 tiles fit."""
+    (fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED), so the analogous rule widened its carry from
+    64x2112x7168's entry to 56 columns at N = 2176 (39 tiles, one round) until spec 316 timed it.  Two
+    CTAs an SM in clusters of 4: 62 resident of 66 slots, which 46 tiles fit."""
     from dgir.ops.fp8_gemm import Fp8GemmConfig, walk_rounds, walk_walkers
     from dgir.ops.fp8_gemm_walk import resident_clusters_estimate, resident_split_clusters
     o3 = lambda n, bn: Fp8GemmConfig(n=n, k=7168, block_m=64, block_n=bn, stages=4, split_k=8,   # noqa: E731
@@ -1242,9 +1250,13 @@ def test_a_three_cta_cluster_split_walks_the_clusters_measured_resident():
     o2 = Fp8GemmConfig(n=2176, k=7168, block_m=64, block_n=48, stages=6, split_k=4, split_reduce="cluster",
                        ctas_per_sm=2)
     assert resident_clusters_estimate(o2) == 62 and walk_walkers(64, o2) == (46, 46)
+    # the carry rule's widening (keep_rounds): the narrowest wider tile that walks one round
+    wider = tuning.within_rounds(o3(2176, 48), 64, 1)
+    assert wider.block_n == 56 and walk_rounds(64, wider) == 1
+    # and what both cards measured there (spec 316): the two-CTA split, not the widened carry (1.038x
+    # its time on the H200, 1.08x on the H100), now the table's entry
     c = tuning.choose("fp8_gemm_nt", 64, 2176, 7168, H200.name, 132)
-    assert c.source == "analogous" and c.config.ctas_per_sm == 3 and c.config.block_n == 56
-    assert "width 48 -> 56: 2 rounds" in c.detail and walk_rounds(64, c.config) == 1
+    assert c.source == "measured" and c.config.ctas_per_sm == 2 and c.config.block_n == 48
 
 
 def test_the_choice_trace_says_where_the_walk_counts_the_drivers_residency():
@@ -1264,7 +1276,8 @@ def test_the_choice_trace_says_where_the_walk_counts_the_drivers_residency():
 
 def test_the_resident_clusters_are_the_drivers_answers():
     """RESIDENT_CLUSTERS_MEASURED holds exactly what the driver answered for every split-cluster kind
-    in the committed residency run, and the 2-slice clusters it leaves out filled every slot there."""
+    in the committed residency run (an H100), and the 2-slice clusters it leaves out filled every slot
+    there; the H200's run answers the same."""
     from dgir.ops.fp8_gemm_walk import RESIDENT_CLUSTERS_MEASURED
     rows = json.loads((ROOT / "bench" / "results" / "raw" / "cluster_residency_h100_9f852f0.json").read_text())["rows"]
     kinds = {(132, r["cluster"], r["ctas_per_sm_fit"]): r["resident_clusters"] for r in rows if r["source"] == "kind"}
@@ -1272,6 +1285,12 @@ def test_the_resident_clusters_are_the_drivers_answers():
     assert all(v == 132 * k[2] // 2 for k, v in kinds.items() if k[1] == 2)
     for r in rows:      # the shipped configs' clusters agree with their kind's count
         assert r["resident_clusters"] == kinds[(132, r["cluster"], r["ctas_per_sm_fit"])]
+    # the H200 answers the same for every kind (step 129), so one table serves both cards
+    h200 = json.loads((ROOT / "bench" / "results" / "raw" / "cluster_residency_h200_acb271c.json").read_text())
+    assert h200["device"] == "NVIDIA H200"
+    assert {(132, r["cluster"], r["ctas_per_sm_fit"]): r["resident_clusters"]
+            for r in h200["rows"] if r["source"] == "kind"} == kinds
+    assert all(r["resident_clusters"] == r["cpu_counted_clusters"] for r in h200["rows"])
 
 
 def test_the_model_candidates_depend_on_m_only_through_its_m_blocks():

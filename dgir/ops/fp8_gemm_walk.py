@@ -222,7 +222,8 @@ def walk_rounds(m: int, cfg: Fp8GemmConfig) -> int:
 # a GPC's slots do not divide by the slices: 8 slices at three CTAs an SM hold 45, not 49 (64x2176x7168,
 # 46 output tiles, ran 1.19x the two-CTA kernel's time on an H100, spec 315; 44 tiles ran in one round).
 # 2-slice clusters fill every slot and are not listed.  The launcher's grid asks the driver per chip;
-# this is the CPU side's stand-in, the same for every 132-SM part until the H200 answers for itself.
+# this is the CPU side's stand-in for every 132-SM part: the H200 answered the same for every kind
+# (raw/cluster_residency_h200_acb271c.json, step 129).
 RESIDENT_CLUSTERS_MEASURED = {
     (132, 4, 1): 30, (132, 4, 2): 62, (132, 4, 3): 92, (132, 4, 4): 124,
     (132, 8, 1): 15, (132, 8, 2): 30, (132, 8, 3): 45, (132, 8, 4): 62,
