@@ -106,6 +106,7 @@ VARIANTS = {
     "waitjump": lambda: pipeline_with({"schedule_mma": ScheduleMma(waits_ahead=True),
                                        "promote_scales": PromoteScales(jump=True)}),
     "suspend": lambda: None, "suspend1us": lambda: None,
+    "head250": lambda: None, "head500": lambda: None, "head1000": lambda: None,
     "wguni": lambda: pipeline_with({"uniform_warpgroup_index": UniformWarpgroupIndex(force=True)}),   # every kernel
     "nowguni": lambda: pipeline_with(drop=("uniform_warpgroup_index",)),   # no kernel (spec 48-49's default)
     # slot arithmetic in front of the barrier waits (pass hoist_wait_arithmetic, steps 66-68): every
@@ -203,6 +204,10 @@ EMITTER_KNOBS = {
     # phase completes) / 1 us (step 105)
     "suspend": lambda: emitter_knob("dgir.emitters.ptx.emit", WAIT_SUSPEND_NS=0x989680),
     "suspend1us": lambda: emitter_knob("dgir.emitters.ptx.emit", WAIT_SUSPEND_NS=1000),
+    # the first fill's head start: the load role pauses this long after it (step 129)
+    "head250": lambda: emitter_knob("dgir.emitters.ptx.channels", FIRST_FILL_HEAD_START_NS=250),
+    "head500": lambda: emitter_knob("dgir.emitters.ptx.channels", FIRST_FILL_HEAD_START_NS=500),
+    "head1000": lambda: emitter_knob("dgir.emitters.ptx.channels", FIRST_FILL_HEAD_START_NS=1000),
 }
 
 

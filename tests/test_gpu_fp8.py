@@ -974,7 +974,7 @@ def test_ring_staging_matches_the_default_bitwise(m, n, k, bm, bn, stages, cl, m
 # measured ones takes their config scaled by the SM load, and the rest keep the model's pick
 TUNED_DEVICE = "NVIDIA H200"     # the device of the shipped tuned table (dgir/tuned/*.json)
 UNMEASURED = [(64, 1664, 7168, "analogous"), (48, 1792, 7168, "analogous"), (128, 4096, 12288, "analogous"),
-              (96, 320, 7168, "analogous"), (128, 640, 7168, "analogous"), (64, 6656, 7168, "model"),
+              (96, 320, 7168, "analogous"), (128, 672, 7168, "analogous"), (64, 6656, 7168, "model"),
               (224, 640, 7168, "analogous"), (288, 704, 7168, "analogous"), (224, 1152, 7168, "analogous"),
               (224, 1024, 4096, "nearby"), (600, 1664, 7168, "model"),
               (4, 3200, 9728, "analogous"), (120, 1344, 5632, "analogous")]   # widened back to one round

@@ -66,9 +66,24 @@ def _wait(self: Emitter, n: Node) -> None:
     self.wait_parity(*self.barrier(n.args[0], n.args[1], "full"))
 
 
+# experiment knob (bench/experiments.py variants headN): after the CTA's first fill, the load role
+# sleeps this many ns before it issues the next, so that the first stage's requests reach DRAM ahead
+# of the rest of the ring (at small M every stage is asked for at once and the first lands with the
+# last, bench/TUNING.md step 129).  None: no pause (the default).
+FIRST_FILL_HEAD_START_NS: int | None = None
+
+
 def _commit(self: Emitter, n: Node) -> None:
     """expect_tx = the bytes every TMA of the stage lands; a box that fits M (`fit_m`) is sized at run
     time exactly as the host encodes it: min(box, align(M, a)) along that axis."""
+    _commit_bytes(self, n)
+    if FIRST_FILL_HEAD_START_NS:
+        first = self.b.reg("pred")
+        self.b(f"setp.eq.u32 {first}, {self.val(n.args[1])}, 0;")
+        self.b(f"@{first} nanosleep.u32 {FIRST_FILL_HEAD_START_NS};")
+
+
+def _commit_bytes(self: Emitter, n: Node) -> None:
     b = self.b
     ch = self.decls[n.args[0]]
     fixed, fitted = 0, []
