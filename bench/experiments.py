@@ -5,7 +5,7 @@
 A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s (stages), g (swizzle
 group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
 e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k), pr=rs (promotion
-"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=au (m_tail "shift" / "auto"; default "fill"), ee=staging / ee=off (early_epilogue), p (partials: 3, 4), sms (num_sms: the persistent grid's SM
+"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=au (m_tail "shift" / "auto"; default "fill"), ee=staging / ee=off (early_epilogue), p (partials: 3, 4), so=il (split_order "interleaved"), sms (num_sms: the persistent grid's SM
 count); an empty config is the API's choice.  Variants: VARIANTS below; suffixes "+sass" (the SASS FFMA patch) and "+trace" (the
 trace_timeline pass, with timeline() in the row), e.g. "early+trace".
 """
@@ -289,6 +289,7 @@ def spec_config(n: int, k: int, keys: str, sms: int, math_order: str = "together
                          staging=kw.get("stg", "tile"),
                          m_tail={"sh": "shift", "au": "auto"}.get(kw.get("mt"), "fill"),
                          early_epilogue=kw.get("ee", "on"), partials=int(kw.get("p", 2)),
+                         split_order="interleaved" if kw.get("so") == "il" else "contiguous",
                          num_sms=int(kw.get("sms", sms)))
 
 

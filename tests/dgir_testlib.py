@@ -158,7 +158,8 @@ def random_fp8_case(rng, gpu: bool = False):
     """(m, n, k, cfg): every knob of Fp8GemmConfig drawn at random and jointly (tile, ring depth,
     split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
     epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band, how SFA
-    is read, 128-row cluster splits, the early epilogue of two-wave tiles, the partials in flight), with a shape
+    is read, 128-row cluster splits, the early epilogue of two-wave tiles, the partials in flight, the split's
+    K order), with a shape
     that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
     a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
     gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
@@ -210,7 +211,11 @@ def random_fp8_case(rng, gpu: bool = False):
                 cfg = tall
         if cfg.waves > 1:       # the API settles it per call; draw every form
             cfg = replace(cfg, early_epilogue=rng.choice(["on", "staging", "off"]))
-        return m, n, k, replace(cfg, partials=rng.choice([2, 2, 3, 4]))
+        cfg = replace(cfg, partials=rng.choice([2, 2, 3, 4]))
+        # the split's K order from the shape, not from rng: the cases drawn before it existed stay the same
+        if cfg.split_k > 1 and (m + n + k) % 3 == 0:
+            cfg = replace(cfg, split_order="interleaved")
+        return m, n, k, cfg
 
 
 def _rejected(cfg) -> bool:

@@ -755,6 +755,23 @@ def test_three_and_four_ctas_per_sm_match_reference_and_are_bitwise_stable(m, n,
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
 
+# split_order="interleaved" (opt-in, bench/TUNING.md step 130): slice s takes K blocks s, s + S, ...;
+# (m, n, k, bm, bn, stages, split_k, split_reduce, ctas_per_sm): both reductions, 128-row tiles, N tails
+INTERLEAVED = [(64, 576, 7168, 64, 32, 8, 8, "cluster", 2), (128, 2112, 7168, 64, 64, 12, 2, "cluster", 1),
+               (100, 1000, 4096, 128, 64, 6, 4, "cluster", 1), (64, 4096, 7168, 64, 32, 8, 2, "global", 2)]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,sk,sr,occ", INTERLEAVED,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}_sk{c[6]}{c[7][:2]}" for c in INTERLEAVED])
+def test_interleaved_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bm, bn, stages, sk, sr, occ):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, split_k=sk, split_reduce=sr,
+                        ctas_per_sm=occ, split_order="interleaved")
+    _, outs, ref = _run_config(m, n, k, cfg, "default", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
 # stream-K (opt-in config stream_k): cut partial rounds of tiles; (m, n, k, bm, bn, stages, cluster)
 STREAM_K = [(4096, 2112, 7168, 128, 192, 4, "2B"), (3072, 576, 7168, 128, 144, 5, "1A"),
             (768, 7168, 2048, 128, 128, 5, "2A"), (300, 1000, 4096, 256, 128, 3, "1A"),

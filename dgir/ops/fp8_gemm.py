@@ -197,13 +197,20 @@ class _TileWalk:
         mn, split, kb0 = t, None, 0
         if self.XC:       # the CTA's rank in its cluster is its K slice
             split = b.scalar(Op.SREG, "split", which="cluster_rank")
-            kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
+            kb0 = self.first_k_block(b, split)
         elif self.SK > 1:   # the K slices of one output tile are neighbours in the tile order
             mn = b.scalar(Op.DIV, "mn", t, self.SK)
             split = b.scalar(Op.MOD, "split", t, self.SK)
-            kb0 = b.scalar(Op.MUL, "kb0", split, KBS)
+            kb0 = self.first_k_block(b, split)
         m0, n0 = self.tile_origin(b, mn, mblocks, cap)
         return base, m0, n0, mn, split, kb0
+
+    def first_k_block(self, b: Builder, split):
+        """The first K block of slice `split`: its run's start (contiguous slices), or the slice
+        itself (interleaved: the slice takes every SK-th block from there, k_block)."""
+        if self.cfg.split_order == "interleaved":
+            return split
+        return b.scalar(Op.MUL, "kb0", split, self.KBS)
 
     def tile_origin(self, b: Builder, mn, mblocks, cap):
         """(m0, n0) of this CTA's output tile in walked tile mn (L2-banded order; a cluster tile is
@@ -239,6 +246,17 @@ class _TileWalk:
                 b.scalar(Op.DIM, "m0_cap", "A", axis=0, derive="m_tail_cap"))
 
 
+def _k_block(b: Builder, cfg: Fp8GemmConfig, kb0, kbl):
+    """The K block of a slice's kbl-th step: kb0 + kbl (contiguous slices), kb0 + kbl * split_k
+    (interleaved: kb0 is the slice), or kbl without a split.  Both roles ask here, so the loads
+    and the scales they are promoted with always name the same block."""
+    if cfg.split_k == 1:
+        return kbl
+    if cfg.split_order == "interleaved":
+        return b.scalar(Op.ADD, "kb", kb0, b.scalar(Op.MUL, "kb_step", kbl, cfg.split_k))
+    return b.scalar(Op.ADD, "kb", kb0, kbl)
+
+
 def _load_role(cfg: Fp8GemmConfig, walk: _TileWalk) -> tuple:
     """The producer: one elected thread of the last warpgroup issues every TMA load."""
     b = Builder(role="load")
@@ -248,7 +266,7 @@ def _load_role(cfg: Fp8GemmConfig, walk: _TileWalk) -> tuple:
         base, m0, n0, kb0 = c["base"], c["m0"], c["n0"], c["kb0"]
         with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
-            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if cfg.split_k > 1 else kbl
+            kb = _k_block(b, cfg, kb0, kbl)
             k0 = b.scalar(Op.MUL, "k0", kb, BLOCK_K)
             b.emit(Op.ACQUIRE, "", "ab", ctr)
             b.emit(Op.TMA_LOAD, "", "ab", ctr, "a_ring", "A", k0, m0)
@@ -287,7 +305,7 @@ def _math_role(cfg: Fp8GemmConfig, walk: _TileWalk) -> tuple:
             b.emit(Op.ZERO, "", acc)
         with b.region(Op.FOR, "kbl", c["k_first"], c["k_end"], 1) as kbl:
             ctr = b.scalar(Op.ADD, "ctr", base, kbl)
-            kb = b.scalar(Op.ADD, "kb", kb0, kbl) if cfg.split_k > 1 else kbl
+            kb = _k_block(b, cfg, kb0, kbl)
             sbs = [b.emit(Op.LOAD_SCALE, f"sb{i}", "SFB", row, kb, type=Type(DType.f32)) for i, row in enumerate(sb_rows)]
             if cfg.sfa_major == "k":   # this thread's rows' scales of K block kb from global memory:
                 for w, sfa in enumerate(sfas):      # issued before the slot wait, which hides their latency

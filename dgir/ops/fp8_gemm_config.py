@@ -28,7 +28,7 @@ def align(a: int, b: int) -> int:
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 # Fp8GemmConfig fields left out of key() at their default
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",
-               "early_epilogue": "on", "sfa_major": "mn", "partials": 2}
+               "early_epilogue": "on", "sfa_major": "mn", "partials": 2, "split_order": "contiguous"}
 @dataclass(frozen=True)
 class Fp8GemmConfig:
     n: int
@@ -106,6 +106,13 @@ class Fp8GemmConfig:
                                  # tensor-core time); measured no faster (spec 285: 0.968-1.094x over
                                  # 15 cells, the no-load time unchanged: not the wgmma's latency),
                                  # so the chooser leaves it at 2 (bench/TUNING.md step 117)
+    split_order: str = "contiguous"  # which K blocks each split-K slice takes: "contiguous": slice s the
+                                 # run s * K/S .. (s+1) * K/S - 1; "interleaved" (opt-in): blocks s, s + S,
+                                 # s + 2S, ..., so that at every stage the S slices of a tile together
+                                 # read one contiguous S x 128-byte run of each operand row (a DRAM page
+                                 # at a time, as one CTA streaming all of K would) instead of S runs
+                                 # K/S apart (bench/TUNING.md step 130).  The same partial sums in the
+                                 # same reduction order per slice: deterministic either way
 
     @property
     def math_wgs(self) -> int:
@@ -159,7 +166,8 @@ class Fp8GemmConfig:
         mark = {f: NAME_SUFFIXES[f].get(getattr(self, f), "") for f in NAME_SUFFIXES}
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{mark['stream_k']}{mark['epilogue']}{cl}{occ}{mark['math_order']}{mark['promotion']}"
-                f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}{mark['partials']}")
+                f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}{mark['partials']}"
+                f"{mark['split_order']}")
 
     @staticmethod
     def from_kernel_name(name: str, legacy_m_tail: str = "fill") -> Fp8GemmConfig | None:
@@ -192,6 +200,7 @@ NAME_SUFFIXES = {
     "early_epilogue": {"off": "_late", "staging": "_estg"},
     "sfa_major": {"k": "_sfk"},
     "partials": {3: "_p3", 4: "_p4"},
+    "split_order": {"interleaved": "_kil"},
 }
 _DEFAULTS = {f: Fp8GemmConfig.__dataclass_fields__[f].default for f in NAME_SUFFIXES}
 
@@ -205,7 +214,7 @@ _KERNEL_NAME = re.compile(
     r"(?:_sk(?P<split_k>\d+)(?P<dsm>dsm)?)?" + _one_of("stream_k") + _one_of("epilogue")
     + r"(?:_c(?P<cluster>\d)(?P<multicast>[AB]))?(?:_o(?P<occ>\d))?" + _one_of("math_order") + _one_of("promotion")
     + _one_of("staging") + r"(?:_g(?P<g>\d+))?" + _one_of("m_tail", ("_tfill",)) + _one_of("early_epilogue")
-    + _one_of("sfa_major") + _one_of("partials"))
+    + _one_of("sfa_major") + _one_of("partials") + _one_of("split_order"))
 
 
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
@@ -483,6 +492,11 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.partials not in (2, 3, 4):
         raise OpError(f"fp8_gemm_nt: partials (partial accumulators the k-loop rotates) must be 2, 3 or 4, "
                       f"got {cfg.partials!r}")
+    if cfg.split_order not in ("contiguous", "interleaved"):
+        raise OpError(f"fp8_gemm_nt: split_order must be 'contiguous' or 'interleaved', got {cfg.split_order!r}")
+    if cfg.split_order == "interleaved" and cfg.split_k == 1:
+        raise OpError("fp8_gemm_nt: split_order='interleaved' orders the K blocks of split-K slices: it needs "
+                      "split_k > 1")
     if cfg.sfa_major not in SFA_ROW_BYTES:
         raise OpError(f"fp8_gemm_nt: sfa_major must be 'mn' or 'k', got {cfg.sfa_major!r}")
     if cfg.staging not in ("tile", "ring"):
