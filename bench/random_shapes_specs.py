@@ -12,6 +12,11 @@ refused the other 43 of spec 166), so that every shape has its baseline.
 
     python bench/random_shapes_specs.py --seed 167 --m-multiple 4 > bench/specs/tune167.txt
 
+Spec 328 (--interleaved-splits, step 130): held-out random shapes whose API config is a split-K, that
+config against its interleaved twin (split_order), forward then reversed.
+
+    python bench/random_shapes_specs.py --interleaved-splits > bench/specs/tune328.txt
+
 Spec 168 (--keep-rounds): where a carried config's rounding of its width costs a round
 (`tuning.within_rounds`), the carried config as it was against the widened one, with cuBLAS, three
 passes; the first 14 such shapes among random draws (seed 168, M a multiple of 4, M <= 512).
@@ -1711,7 +1716,29 @@ NAMED = {
     "--h100-grid-other": (lambda: h100_grid_lines((1, 8192), rows=OTHER_NK()), 1),
     "--jump-rated-wide": (jump_rated_wide_lines, 2),
     "--outgrown-nearby-1.0": (lambda: outgrown_nearby_lines(240, 8, ((132, 192), (324, 1024), (1028, 8192)), (1.2, 1.0)), 2),
+    "--interleaved-splits": (lambda: interleaved_split_lines(), 2),
 }
+
+
+def interleaved_split_lines(seed=328, count=16):
+    """Spec 328 (step 130): held-out random shapes (M a multiple of 4, M <= 512) whose API config on the
+    H200 is a split-K: that config as the API runs it, then with split_order="interleaved" (slice s
+    takes K blocks s, s + S, ...).  If spec 327 finds the interleaved slices faster at the issue's split
+    cells, this says whether that holds away from them (forward then reversed)."""
+    from dgir import tuning
+    lines, seen = [], 0
+    for m, n, k in shapes(seed, 4000, 4):
+        if m > 512:
+            continue
+        cfg = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        if cfg.split_k == 1:
+            continue
+        line = api_spec(m, cfg)
+        lines += [f"{line}:default", f"{line},so=il:default"]
+        seen += 1
+        if seen == count:
+            break
+    return lines
 
 
 # the generators of specs 256 and later: the others drew before step 105's tile order (single CTAs
