@@ -93,7 +93,9 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
 # the H100 SXM's own timings (every H100 run of the fp8_gemm_nt sweeps and full tables committed)
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]
-                + [f"results/raw/tune{i}_h100_exp.json" for i in (298, 299, 306, 307, 308, 309, 310, 311, 312, 313)])
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (298, 299, 306, 307, 308, 309, 310, 311, 312, 313)]
+                # steps 126-129 on H100s: the residency moves, 14-slice splits, the N = 576 timelines' timings
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (315, 316, 317, 319, 320, 321, 322, 323)])
 H100_OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h100.json"
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
