@@ -14,7 +14,7 @@ counts an H100's answers (`fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED`, from this 
 `raw/cluster_residency_h100_0d153c1.json`); `cpu_counted_clusters` is that count, so a run on
 another card shows at once where its driver disagrees.
 
-Rows: every kind of cluster kernel (split clusters of 2, 4 and 8 slices at one to four CTAs an SM;
+Rows: every kind of cluster kernel (split clusters of 2, 4, 8 and 16 slices at one to four CTAs an SM;
 2-CTA multicast clusters at one) and every cluster config of the shipped tables, each compiled,
 loaded, and asked; beside it the CPU-side assumption.  Nothing is launched.
 """
