@@ -14,7 +14,7 @@ counts an H100's answers (`fp8_gemm_walk.RESIDENT_CLUSTERS_MEASURED`, from this 
 `raw/cluster_residency_h100_0d153c1.json`); `cpu_counted_clusters` is that count, so a run on
 another card shows at once where its driver disagrees.
 
-Rows: every kind of cluster kernel (split clusters of 2, 4, 8 and 16 slices at one to four CTAs an SM;
+Rows: every kind of cluster kernel (split clusters of 2-8, 14 and 16 slices at one to four CTAs an SM;
 2-CTA multicast clusters at one) and every cluster config of the shipped tables, each compiled,
 loaded, and asked; beside it the CPU-side assumption.  Nothing is launched.
 """
@@ -38,13 +38,15 @@ SHIPPED = Path(__file__).resolve().parents[1] / "dgir" / "tuned"
 
 
 def kinds() -> list[tuple[int, Fp8GemmConfig]]:
-    """(M, config): a 64x32 split over a cluster of 2 / 4 / 8 / 16 slices at 1-4 CTAs an SM (K = 8192:
-    64 K blocks, so every split has two or more a slice; 16 is a non-portable size), and the 2-CTA
-    multicast clusters."""
+    """(M, config): a 64x32 split over a cluster of every slice count a split may take (2-8, the
+    autotuner's twins included; 14 and 16, non-portable sizes) at 1-4 CTAs an SM, and the 2-CTA
+    multicast clusters.  K = 8192 (64 K blocks) where the slices divide it, else 8 K blocks a slice:
+    the count depends on the CTA's threads and shared memory, not on K."""
     out = []
     for occ in (1, 2, 3, 4):
-        for sk in (2, 4, 8, 16):
-            cfg = Fp8GemmConfig(n=4096, k=8192, block_m=64, block_n=32, stages=2, split_k=sk,
+        for sk in (2, 3, 4, 5, 6, 7, 8, 14, 16):
+            k = 8192 if 64 % sk == 0 else 128 * 8 * sk
+            cfg = Fp8GemmConfig(n=4096, k=k, block_m=64, block_n=32, stages=2, split_k=sk,
                                 split_reduce="cluster", ctas_per_sm=occ)
             out.append((64, replace(cfg, stages=max_stages_for(cfg))))
     for mc in ("A", "B"):

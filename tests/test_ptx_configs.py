@@ -389,7 +389,8 @@ def test_compact_wgmma_descriptors_drop_only_the_no_op_mask_and_the_unused_offse
 
 def test_the_cluster_residency_probe_builds_every_kind_it_asks_about():
     """bench/cluster_residency.py (queued for the H200, step 125) asks the driver about split clusters
-    of 2 / 4 / 8 slices at one to four CTAs an SM and the 2-CTA multicast clusters: each of those
+    of every slice count a split may take (2-8, and the non-portable 14 and 16) at one to four CTAs an
+    SM and the 2-CTA multicast clusters: each of those
     kernels passes check_config and assembles without spills, so the device call spends no time
     finding a config that cannot be built; the shipped tables' cluster entries are among its cases."""
     from dgir_testlib import bench_module
@@ -397,7 +398,7 @@ def test_the_cluster_residency_probe_builds_every_kind_it_asks_about():
     probe = bench_module("cluster_residency")
     kinds = probe.kinds()
     assert {(c.split_k if c.split_cluster else c.cluster, c.ctas_per_sm) for _, c in kinds} >= \
-        {(sk, occ) for sk in (2, 4, 8) for occ in (1, 2, 3, 4)} | {(2, 1)}
+        {(sk, occ) for sk in (2, 3, 4, 5, 6, 7, 8, 14, 16) for occ in (1, 2, 3, 4)} | {(2, 1)}
     for m, cfg in kinds:
         check_config(cfg)
         res = compile("fp8_gemm_nt", m=m, n=cfg.n, k=cfg.k, config=cfg)
