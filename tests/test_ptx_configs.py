@@ -387,27 +387,6 @@ def test_compact_wgmma_descriptors_drop_only_the_no_op_mask_and_the_unused_offse
     assert len(plain.splitlines()) - len(compact.splitlines()) == len(dropped)
 
 
-def test_the_launch_shape_probe_assembles_every_kernel_it_launches():
-    """bench/launch_shape_probe.py (queued, step 131) times near-empty kernels by launch shape: its
-    PTX assembles, every variant names one of its entries, the prologue entries initialise their
-    barriers (and a cluster's wait at the cluster barrier), and the one carveout row has an entry of
-    its own (a carveout is an attribute of the function, shared by every launch of it)."""
-    import re
-    from dgir_testlib import bench_module
-    from dgir.toolchain import assemble
-    probe = bench_module("launch_shape_probe")
-    text = probe.module_ptx()
-    assemble(text, "sm_90a")
-    entries = dict(re.findall(r"\.entry (\w+)\(.*?\)(.*?)\n\}", text, re.S))
-    variants = probe.variants()
-    assert {probe.kernel_name(v) for v in variants} == set(entries)
-    for name, body in entries.items():
-        assert ("mbarrier.init" in body) == ("_pro" in name)
-        assert ("barrier.cluster.wait" in body) == ("_pro" in name and "reqnctapercluster" in body)
-    assert [v for v in variants if v.get("carveout")] == [v for v in variants if probe.kernel_name(v).endswith("_cv")]
-    assert all(v["ctas"] % v["cluster"] == 0 for v in variants)
-
-
 def test_the_cluster_residency_probe_builds_every_kind_it_asks_about():
     """bench/cluster_residency.py (queued for the H200, step 125) asks the driver about split clusters
     of every slice count a split may take (2-8, and the non-portable 14 and 16) at one to four CTAs an
