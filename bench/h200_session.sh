@@ -6,7 +6,7 @@
 # Here (dgir's wheel and lark's in .whl/, which git ignores):
 #     bash bench/device_wheels.sh
 # There (carry .whl; $OUT is the folder that comes back):
-#     DGIR_GIT_REV=<commit> [REQUIRE_GPU=H200] bash bench/h200_session.sh [tests|bench|exp SPECFILE|floor|residency|probe]...
+#     DGIR_GIT_REV=<commit> [REQUIRE_GPU=H200] bash bench/h200_session.sh [tests|bench|exp SPECFILE|floor|residency|probe|flush]...
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
 # $OUT/<specfile stem>_exp.json (bench/specs/tuneN.txt -> tuneN_exp.json, the name bench/results/raw keeps).
 set -u -o pipefail
@@ -38,6 +38,8 @@ while [ $# -gt 0 ]; do
       timeout "${RESIDENCY_TIMEOUT:-120}" python3 "$R/bench/cluster_residency.py" --out "$OUT/cluster_residency.json" 2>&1 | tail -2 | cut -c1-300 ;;
     probe)   # the bare wgmma rate and dgir's loop around it (bench/wgmma_rate_probe.py)
       timeout "${PROBE_TIMEOUT:-120}" python3 "$R/bench/wgmma_rate_probe.py" --out "$OUT/wgmma_rate.json" ${PROBE_ARGS:-} 2>&1 | tail -1 | cut -c1-200 ;;
+    flush)   # what the timer's writing flush costs (dirty L2) against a reading one (bench/flush_probe.py)
+      timeout "${FLUSH_TIMEOUT:-120}" python3 "$R/bench/flush_probe.py" --out "$OUT/flush_probe.json" 2>&1 | tail -8 | cut -c1-300 ;;
     *) echo "unknown step $1"; exit 2 ;;
   esac
   shift
