@@ -61,6 +61,7 @@ VARIANTS = {
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
     "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
+    "quad": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue(slots=4)}),  # four: 512 B of each row (step 131)
     # stage_first_wave_early (specs 190-197): early0 = staging only, at any K; early0st = staging and store up
     # to MAX_K_BLOCKS (the default pass); earlyall = staging and store at any K; noearly = without the pass
     "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6, store_early=False)}),

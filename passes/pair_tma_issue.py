@@ -1,4 +1,4 @@
-"""pair_tma_issue: the load role refills ring slots two at a time."""
+"""pair_tma_issue: the load role refills ring slots two (or more) at a time."""
 from __future__ import annotations
 
 from dgir.ir import DType, Node, Op, Type
@@ -7,77 +7,87 @@ from . import Pass
 
 
 class PairTmaIssue(Pass):
-    """Unroll the load role's K loop by two and acquire both slots before issuing either slot's
-    TMA loads: the boxes of K blocks k and k+1 (adjacent 128-byte column panels of the same rows
-    of A and B) leave the SM back to back instead of one consumer K block apart.
+    """Unroll the load role's K loop by two (`slots`) and acquire both slots before issuing either
+    slot's TMA loads: the boxes of K blocks k and k+1 (adjacent 128-byte column panels of the same
+    rows of A and B) leave the SM back to back instead of one consumer K block apart.  `slots=4`
+    (step 131) asks for 512 contiguous bytes of every row at once, the width the fastest copy-only
+    kernels read per row and step (bench/memory_floor.py).
 
     Why: at small M the kernels stream B from DRAM, and a memory-only Triton kernel moving the same
     bytes runs fastest with 256-512 contiguous bytes per row per step (bench/memory_floor.py); our
     TMA boxes are 128 bytes wide (the 128B swizzle's limit), so a row's neighbouring panels are
     requested at different times.  The price: the producer waits for the later of two slots, so
-    the ring runs about one stage shallower.  A trip count that is odd keeps its last K block as a
-    single refill after the loop.
+    the ring runs about (slots - 1) / 2 stages shallower.  The trip count's remainder keeps its last
+    K blocks as single refills after the loop.
 
     Opt-in (not in the default pipeline: bench/experiments.py variant `paired`); the decision is
     recorded as the kernel attr `tma_issue`.  Runs after multicast_tma (it reorders whatever loads
     the loop holds) and before allocate_smem.
     """
     name = "pair_tma_issue"
-    MIN_STAGES = 3
+    WORDS = {2: "two", 3: "three", 4: "four"}
 
-    def __init__(self, min_stages: int = MIN_STAGES):
-        self.min_stages = min_stages      # lower only to show the deadlock (tests)
+    def __init__(self, slots: int = 2, min_stages: int | None = None):
+        if slots not in self.WORDS:
+            raise ValueError(f"pair_tma_issue: slots must be one of {sorted(self.WORDS)}, got {slots!r}")
+        self.slots = slots
+        # the producer commits block p only after slot p+slots-1 is free, i.e. after block
+        # p+slots-1-S was released; a consumer waiting for block p may hold block p-1 (the
+        # interleaved loop retires a block after the next one's wait), so S >= slots + 1 (the
+        # interpreter shows the deadlock one slot below: tests).  Lower only to show it.
+        self.min_stages = slots + 1 if min_stages is None else min_stages
 
     def run(self, kernel: Node) -> Node:
         if kernel.get("tma_issue"):
             return kernel
-        body, how = [], (f"one slot at a time (no load-role K loop of >= 2 constant trips over a ring of "
-                         f">= {self.min_stages} slots)")
+        body, how = [], (f"one slot at a time (no load-role K loop of >= {self.slots} constant trips over a "
+                         f"ring of >= {self.min_stages} slots)")
         stages = {n.name: n.get("stages") or 1 for n in kernel.body if n.op is Op.CHANNEL}
         for n in kernel.body:
             if n.op is Op.WARPGROUP and "load" in n.get("roles", ()):
-                n, paired = _pair_region(n, stages, self.min_stages)
-                if paired:
-                    how = "two slots at a time"
+                n, grouped = _group_region(n, stages, self.slots, self.min_stages)
+                if grouped:
+                    how = f"{self.WORDS[self.slots]} slots at a time"
             body.append(n)
         return kernel.with_body(body).with_attrs(tma_issue=how)
 
 
-def _pair_region(region: Node, stages: dict, min_stages: int) -> tuple[Node, bool]:
-    paired = False
+def _group_region(region: Node, stages: dict, slots: int, min_stages: int) -> tuple[Node, bool]:
+    grouped = False
 
     def visit(n: Node) -> list[Node]:
-        nonlocal paired
+        nonlocal grouped
         acquires = [c for c in n.body if c.op is Op.ACQUIRE] if n.op is Op.FOR else []
-        # the producer now commits block p only after slot p+1 is free, i.e. after block p+1-S
-        # was released; a consumer waiting for block p may hold block p-1 (the interleaved loop
-        # retires a block after the next one's wait), so S - 1 >= 2 slots must be left: S >= 3
-        # (the interpreter showed the S = 2 deadlock)
         if len(acquires) == 1 and stages.get(acquires[0].args[0], 1) >= min_stages:
-            out = _pair_loop(n)
-            paired |= len(out) > 1 or out[0] is not n
+            out = _group_loop(n, slots)
+            grouped |= len(out) > 1 or out[0] is not n
             return out
         return [n.with_body([x for c in n.body for x in visit(c)])] if n.body else [n]
 
-    return region.with_body([x for c in region.body for x in visit(c)]), paired
+    return region.with_body([x for c in region.body for x in visit(c)]), grouped
 
 
-def _pair_loop(loop: Node) -> list[Node]:
+def _group_loop(loop: Node, slots: int) -> list[Node]:
+    """The loop unrolled by `slots`: every copy's slot acquired (copy j's K block is iv + j, named
+    iv_j), then every copy's loads and commit in order; the remainder's blocks one by one after it."""
     start, stop, step = loop.args
-    if not all(isinstance(v, int) for v in (start, stop, step)) or step != 1 or stop - start < 2:
+    if not all(isinstance(v, int) for v in (start, stop, step)) or step != 1 or stop - start < slots:
         return [loop]
     iv, role = loop.name, loop.role
-    pairs = (stop - start) // 2
-    second = f"{iv}_1"
-    first_copy = _copy(loop.body, iv, iv, "p0")
-    second_copy = _copy(loop.body, iv, second, "p1")
-    pre0, acq0, post0 = _split_at_acquire(first_copy)
-    pre1, acq1, post1 = _split_at_acquire(second_copy)
-    body = (pre0 + [acq0, Node(Op.ADD, second, (iv, 1), Type(DType.i32), {"role": role})] + pre1 + [acq1]
-            + post0 + post1)
-    out = [Node(Op.FOR, iv, (start, start + 2 * pairs, 2), None, {**loop.a, "tma_issue": "paired"}, body)]
-    if (stop - start) % 2:                       # the odd last K block: one refill, after the loop
-        out += _copy(loop.body, iv, start + 2 * pairs, "t")
+    groups = (stop - start) // slots
+    acquiring, issuing = [], []
+    for j in range(slots):
+        block = iv if j == 0 else f"{iv}_{j}"
+        pre, acquire, post = _split_at_acquire(_copy(loop.body, iv, block, f"p{j}"))
+        if j:
+            acquiring.append(Node(Op.ADD, block, (iv, j), Type(DType.i32), {"role": role}))
+        acquiring += pre + [acquire]
+        issuing += post
+    kind = "paired" if slots == 2 else f"grouped by {slots}"
+    out = [Node(Op.FOR, iv, (start, start + slots * groups, slots), None, {**loop.a, "tma_issue": kind},
+                acquiring + issuing)]
+    for r in range((stop - start) % slots):   # the remainder: single refills, after the loop
+        out += _copy(loop.body, iv, start + slots * groups + r, "t" if r == 0 else f"t{r}")
     return out
 
 

@@ -60,3 +60,43 @@ def test_a_two_slot_ring_is_left_alone_because_pairing_it_deadlocks():
     with pytest.raises(DeadlockError, match="acquire"):
         run_kernel(forced, _inputs(cfg, 70, 128, 640), seed=0)
 
+
+
+# slots=4 (step 131): 512 contiguous bytes of each row requested at once; (config, m): K blocks per
+# loop 11 (two groups and three single refills), 6 per cluster slice (one group and two), 8 per slice
+# of a global split (two groups), 14 with multicast (three groups and two)
+FOUR = [
+    (dict(n=256, k=1408, block_m=128, block_n=128, stages=5, num_sms=4), 300),
+    (dict(n=96, k=3072, block_m=64, block_n=32, stages=6, num_sms=8, split_k=4, split_reduce="cluster",
+          ctas_per_sm=2), 70),
+    (dict(n=200, k=2048, block_m=64, block_n=64, stages=5, num_sms=3, split_k=2), 70),
+    (dict(n=256, k=1792, block_m=128, block_n=64, stages=5, num_sms=8, cluster=2, multicast="A"), 256),
+]
+
+
+@pytest.mark.parametrize("fields,m", FOUR)
+def test_refills_four_slots_at_a_time_preserve_the_result_bitwise(fields, m):
+    cfg = Fp8GemmConfig(**fields)
+    ins = _inputs(cfg, m, cfg.n, cfg.k)
+    kern = run_pipeline(lower(cfg), _paired_pipeline(PairTmaIssue(slots=4)), verify_each=True)
+    assert kern.get("tma_issue") == "four slots at a time"
+    (loop,) = _load_k_loops(kern)
+    assert loop.args[2] == 4 and loop.get("tma_issue") == "grouped by 4"
+    ops = [c.op for c in loop.body]
+    assert ops[:ops.index(Op.TMA_LOAD)].count(Op.ACQUIRE) == 4 and ops.count(Op.COMMIT) == 4
+    tail = [n for n in kern.walk() if n.op is Op.ACQUIRE and "_t" in n.args[1]]
+    assert len(tail) == cfg.k_blocks_per_split % 4
+    assert_bitwise_like_lowered(cfg, kern, ins)
+
+
+def test_four_slot_refills_need_five_slots_and_deadlock_on_three():
+    small = Fp8GemmConfig(n=128, k=1408, block_m=64, block_n=64, stages=4, num_sms=4)
+    kern = run_pipeline(lower(small), _paired_pipeline(PairTmaIssue(slots=4)), verify_each=True)
+    assert kern.get("tma_issue").startswith("one slot at a time") and not _load_k_loops(kern)
+    three = Fp8GemmConfig(n=128, k=1408, block_m=64, block_n=64, stages=3, num_sms=4)
+    forced = run_pipeline(lower(three), _paired_pipeline(PairTmaIssue(slots=4, min_stages=3)), verify_each=True)
+    assert _load_k_loops(forced)
+    with pytest.raises(DeadlockError, match="acquire"):
+        run_kernel(forced, _inputs(three, 70, 128, 1408), seed=0)
+    with pytest.raises(ValueError, match="slots must be one of"):
+        PairTmaIssue(slots=5)

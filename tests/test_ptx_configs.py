@@ -332,6 +332,18 @@ def test_every_config_of_the_queued_specs_assembles_without_spills():
     assert len(built) > 0
 
 
+def test_every_variant_of_the_queued_specs_exists():
+    """A queued spec line naming a variant experiments.py does not know fails on the device, after
+    the lease's start: each variant (before its +sass / +trace suffixes) is one of VARIANTS."""
+    from dgir_testlib import bench_module
+    variants = bench_module("experiments").VARIANTS
+    lines = _queued_spec_lines()
+    if not lines:
+        pytest.skip("no spec is queued (every numbered spec has its result)")
+    named = {(line.split(":") + ["", ""])[2].split("+")[0] or "default" for line in lines}
+    assert named <= set(variants), named - set(variants)
+
+
 def test_the_wgmma_rate_probe_times_every_wgmma_it_issues():
     """bench/wgmma_rate_probe.py's kernels (bench/TUNING.md step 118): each assembles without spills
     or serialisation, and ptxas keeps every K block's four e4m3 wgmmas.  Its first version let the
