@@ -5,7 +5,7 @@
 A spec is "M,N,K:config:variant".  Config keys (Fp8GemmConfig fields): bm, bn, s (stages), g (swizzle
 group), sk (split_k), sr=cl (split_reduce="cluster"), ep (epilogue), cl (cluster and shared operand,
 e.g. 2A), o (ctas_per_sm), mo (math order suffix: alt, pp), stk=1 (stream_k), pr=rs (promotion
-"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=au (m_tail "shift" / "auto"; default "fill"), ee=staging / ee=off (early_epilogue), p (partials: 3, 4), so=il (split_order "interleaved"), sms (num_sms: the persistent grid's SM
+"rescaled"), stg=ring (staging: D staged in a ring slot), mt=sh / mt=au (m_tail "shift" / "auto"; default "fill"), ee=staging / ee=off (early_epilogue), p (partials: 3, 4), so=il (split_order "interleaved"), rf (refill_slots: 2, 4), sms (num_sms: the persistent grid's SM
 count); an empty config is the API's choice.  Variants: VARIANTS below; suffixes "+sass" (the SASS FFMA patch) and "+trace" (the
 trace_timeline pass, with timeline() in the row), e.g. "early+trace".
 """
@@ -30,7 +30,7 @@ from dgir.ops.fp8_gemm import MATH_ORDERS, Fp8GemmConfig, kernel_grid  # noqa: E
 from dgir.passes.hoist_wait_arithmetic import HoistWaitArithmetic  # noqa: E402
 from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
-from dgir.passes.pair_tma_issue import PairTmaIssue  # noqa: E402
+from dgir.passes.group_tma_issue import GroupTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
 from dgir.passes.prefetch_to_l2 import PrefetchToL2  # noqa: E402
 from dgir.passes.promote_scales import PromoteScales  # noqa: E402
@@ -60,8 +60,9 @@ VARIANTS = {
     "nomc": lambda: pipeline_with(drop=("multicast_tma",)),     # cluster tile order, no multicast
     "unit_sfb": lambda: [UnitBScales()] + pipeline_with(),       # B-scale loads -> 1.0 (timing only)
     "nostage": lambda: pipeline_with(drop=("stage_b_scales",)),  # B scales loaded by the math loop
-    "paired": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue()}),  # refills two slots at a time
-    "quad": lambda: pipeline_with(after={"multicast_tma": PairTmaIssue(slots=4)}),  # four: 512 B of each row (step 131)
+    # every kernel's refills grouped, whatever its config's refill_slots (steps 27, 131)
+    "paired": lambda: pipeline_with({"group_tma_issue": GroupTmaIssue(slots=2)}),
+    "quad": lambda: pipeline_with({"group_tma_issue": GroupTmaIssue(slots=4)}),   # 512 B of each row
     # stage_first_wave_early (specs 190-197): early0 = staging only, at any K; early0st = staging and store up
     # to MAX_K_BLOCKS (the default pass); earlyall = staging and store at any K; noearly = without the pass
     "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6, store_early=False)}),
@@ -291,7 +292,7 @@ def spec_config(n: int, k: int, keys: str, sms: int, math_order: str = "together
                          m_tail={"sh": "shift", "au": "auto"}.get(kw.get("mt"), "fill"),
                          early_epilogue=kw.get("ee", "on"), partials=int(kw.get("p", 2)),
                          split_order="interleaved" if kw.get("so") == "il" else "contiguous",
-                         num_sms=int(kw.get("sms", sms)))
+                         refill_slots=int(kw.get("rf", 1)), num_sms=int(kw.get("sms", sms)))
 
 
 def run_one(spec: str, device, spread=2.0, clocks=False):

@@ -16,7 +16,8 @@ from dgir.pipeline import pipeline, run_pipeline
 
 # the sm90a pipeline in order: the tests that pin it (names, dump files, events) share this one list
 SM90A_PASSES = ["promote_scales", "stage_b_scales", "prefetch_tma_descriptors", "assign_registers", "schedule_mma",
-                "interleave_ffma", "overlap_epilogue", "stage_first_wave_early", "stage_in_ring_slot", "order_wgmma_issue", "multicast_tma", "hint_l2_eviction",
+                "interleave_ffma", "overlap_epilogue", "stage_first_wave_early", "stage_in_ring_slot",
+                "order_wgmma_issue", "multicast_tma", "group_tma_issue", "hint_l2_eviction",
                 "uniform_warpgroup_index", "hoist_wait_arithmetic", "programmatic_dependent_launch",
                 "allocate_smem"]
 
@@ -159,12 +160,13 @@ def random_fp8_case(rng, gpu: bool = False):
     split-K and its reduction, clusters and the multicast operand, two CTAs per SM, math order,
     epilogue, stream-K, promotion, staging, the m tail, persistent grid size, tile-order band, how SFA
     is read, 128-row cluster splits, the early epilogue of two-wave tiles, the partials in flight, the split's
-    K order), with a shape
+    K order, the refills grouped), with a shape
     that fits the config's constraints and has ragged edges: M not a multiple of BLOCK_M, an N tail,
     a K tail.  Drawn until check_config accepts it (each knob's own tests cover the rejections).
     gpu=False keeps shapes small enough for the CPU interpreter; gpu=True draws DeepGEMM-sized K
     and the H200's grid (sometimes a partial one, so that tiles take several rounds)."""
     from dgir.ops.fp8_gemm import max_stages_for, ring_staging_panels
+    from dgir.ops.fp8_gemm_config import refill_ring_slots
     while True:
         bm = rng.choice([64, 64, 128, 128, 192, 256])
         bn = rng.choice([rng.choice([16, 32, 64, 96, 128, 144, 160, 192]), 8 * rng.randint(1, 32)])
@@ -215,6 +217,10 @@ def random_fp8_case(rng, gpu: bool = False):
         # the split's K order from the shape, not from rng: the cases drawn before it existed stay the same
         if cfg.split_k > 1 and (m + n + k) % 3 == 0:
             cfg = replace(cfg, split_order="interleaved")
+        # the refills grouped (two or four ring slots together), likewise from the shape
+        group = {1: 2, 2: 4}.get((m + 2 * n + 3 * k) % 7, 1)
+        if group > 1 and cfg.stages >= refill_ring_slots(group, cfg.partials, cfg.staging == "ring"):
+            cfg = replace(cfg, refill_slots=group)
         return m, n, k, cfg
 
 

@@ -432,6 +432,8 @@ def _kernel_attrs(cfg: Fp8GemmConfig) -> dict:
         attrs["early_epilogue"] = cfg.early_epilogue    # read by the stage_first_wave_early pass
     if cfg.partials != 2:
         attrs["partials"] = cfg.partials                # read by the schedule_mma pass
+    if cfg.refill_slots != 1:
+        attrs["refill_slots"] = cfg.refill_slots        # read by the group_tma_issue pass
     return attrs
 
 

@@ -28,7 +28,8 @@ def align(a: int, b: int) -> int:
 MATH_ORDERS = {"together": "", "alternate": "_alt", "pingpong": "_pp"}
 # Fp8GemmConfig fields left out of key() at their default
 LATE_FIELDS = {"stream_k": False, "promotion": "fp32", "staging": "tile", "m_tail": "fill",
-               "early_epilogue": "on", "sfa_major": "mn", "partials": 2, "split_order": "contiguous"}
+               "early_epilogue": "on", "sfa_major": "mn", "partials": 2, "split_order": "contiguous",
+               "refill_slots": 1}
 @dataclass(frozen=True)
 class Fp8GemmConfig:
     n: int
@@ -113,6 +114,13 @@ class Fp8GemmConfig:
                                  # at a time, as one CTA streaming all of K would) instead of S runs
                                  # K/S apart (bench/TUNING.md step 130).  The same partial sums in the
                                  # same reduction order per slice: deterministic either way
+    refill_slots: int = 1        # ring slots the load role refills together (1, 2 or 4; pass
+                                 # group_tma_issue): it acquires that many free slots, then issues
+                                 # their boxes back to back, so 128 x refill_slots contiguous bytes of
+                                 # every row of A and B are requested at once (the fastest copy-only
+                                 # kernels read 256-512 bytes a row and step); the price, a ring about
+                                 # (refill_slots - 1) / 2 slots shallower.  Needs stages > refill_slots
+                                 # (bench/TUNING.md steps 27 and 131)
 
     @property
     def math_wgs(self) -> int:
@@ -167,7 +175,7 @@ class Fp8GemmConfig:
         return (f"fp8_gemm_nt_n{self.n}_k{self.k}_bm{self.block_m}_bn{self.block_n}_s{self.stages}"
                 f"{split}{mark['stream_k']}{mark['epilogue']}{cl}{occ}{mark['math_order']}{mark['promotion']}"
                 f"{mark['staging']}{order}{mark['m_tail']}{mark['early_epilogue']}{mark['sfa_major']}{mark['partials']}"
-                f"{mark['split_order']}")
+                f"{mark['split_order']}{mark['refill_slots']}")
 
     @staticmethod
     def from_kernel_name(name: str, legacy_m_tail: str = "fill") -> Fp8GemmConfig | None:
@@ -201,6 +209,7 @@ NAME_SUFFIXES = {
     "sfa_major": {"k": "_sfk"},
     "partials": {3: "_p3", 4: "_p4"},
     "split_order": {"interleaved": "_kil"},
+    "refill_slots": {2: "_rf2", 4: "_rf4"},
 }
 _DEFAULTS = {f: Fp8GemmConfig.__dataclass_fields__[f].default for f in NAME_SUFFIXES}
 
@@ -214,7 +223,7 @@ _KERNEL_NAME = re.compile(
     r"(?:_sk(?P<split_k>\d+)(?P<dsm>dsm)?)?" + _one_of("stream_k") + _one_of("epilogue")
     + r"(?:_c(?P<cluster>\d)(?P<multicast>[AB]))?(?:_o(?P<occ>\d))?" + _one_of("math_order") + _one_of("promotion")
     + _one_of("staging") + r"(?:_g(?P<g>\d+))?" + _one_of("m_tail", ("_tfill",)) + _one_of("early_epilogue")
-    + _one_of("sfa_major") + _one_of("partials") + _one_of("split_order"))
+    + _one_of("sfa_major") + _one_of("partials") + _one_of("split_order") + _one_of("refill_slots"))
 
 
 # bytes of one row's A scales in a ring stage: SFA MN-major lands one 4-byte scale per row; read K-major
@@ -418,6 +427,15 @@ def carry_config(cfg: Fp8GemmConfig, n: int, k: int) -> Fp8GemmConfig | None:
     return None
 
 
+def refill_ring_slots(refill_slots: int, partials: int = 2, ring_staging: bool = False) -> int:
+    """The ring slots a load role that refills `refill_slots` together needs to never deadlock: it
+    commits K block p only once slots p .. p + refill_slots - 1 are free, while the math role, waiting
+    for block p, may still hold the blocks whose wgmma groups are in flight (partials - 1) and, with
+    D staged in a ring slot, the previous tile's last slot until its store has read it (the
+    interpreter deadlocks one slot below: tests/test_group_tma_issue.py)."""
+    return refill_slots + partials - 1 + (1 if ring_staging else 0)
+
+
 def check_config(cfg: Fp8GemmConfig) -> None:
     """Reject tile configs the kernel cannot run correctly (never a silently wrong result)."""
     if cfg.block_m not in (64, 128, 192, 256):
@@ -497,6 +515,14 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.split_order == "interleaved" and cfg.split_k == 1:
         raise OpError("fp8_gemm_nt: split_order='interleaved' orders the K blocks of split-K slices: it needs "
                       "split_k > 1")
+    if cfg.refill_slots not in (1, 2, 4):
+        raise OpError(f"fp8_gemm_nt: refill_slots (ring slots the load role refills together) must be 1, 2 or 4, "
+                      f"got {cfg.refill_slots!r}")
+    if cfg.refill_slots > 1 and cfg.stages < refill_ring_slots(cfg.refill_slots, cfg.partials, cfg.staging == "ring"):
+        need = refill_ring_slots(cfg.refill_slots, cfg.partials, cfg.staging == "ring")
+        raise OpError(f"fp8_gemm_nt: refill_slots={cfg.refill_slots} needs stages >= {need} (the load role waits for "
+                      f"{cfg.refill_slots} free slots while the math role holds up to {need - cfg.refill_slots} of the "
+                      f"others: partials={cfg.partials}, staging={cfg.staging!r}; fewer deadlock), got stages={cfg.stages}")
     if cfg.sfa_major not in SFA_ROW_BYTES:
         raise OpError(f"fp8_gemm_nt: sfa_major must be 'mn' or 'k', got {cfg.sfa_major!r}")
     if cfg.staging not in ("tile", "ring"):

@@ -1,7 +1,7 @@
 """The Hopper (sm_90a) pipeline, in order.  The lowered IR comes first (dump 00), then each pass
 below writes one numbered dump.  The verifier runs after every pass when DGIR_VERIFY=1 (always in
 the tests)."""
-from .. import (allocate_smem, assign_registers, hint_l2_eviction, interleave_ffma, multicast_tma,
+from .. import (allocate_smem, assign_registers, group_tma_issue, hint_l2_eviction, interleave_ffma, multicast_tma,
                hoist_wait_arithmetic, order_wgmma_issue, overlap_epilogue, prefetch_tma_descriptors,
                programmatic_dependent_launch, promote_scales, schedule_mma, stage_b_scales, stage_first_wave_early,
                stage_in_ring_slot, uniform_warpgroup_index)
@@ -35,6 +35,9 @@ PIPELINE = [
     # load role: a cluster's shared operand panel is loaded once, half per CTA, multicast to both
     # (a no-op for kernels without clusters)
     multicast_tma.PASS,
+    # load role (kernels that ask for it, config refill_slots): several ring slots refilled together,
+    # so each row's adjacent 128-byte panels are requested back to back
+    group_tma_issue.PASS,
     # load role: B (the weights) streams through L2 with the evict-first policy, so it recycles its
     # own lines instead of evicting (and writing back) the dirty lines a previous kernel left
     hint_l2_eviction.PASS,

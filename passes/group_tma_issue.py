@@ -1,17 +1,20 @@
-"""pair_tma_issue: the load role refills ring slots two (or more) at a time."""
+"""group_tma_issue: the load role refills several ring slots together (config refill_slots)."""
 from __future__ import annotations
 
 from dgir.ir import DType, Node, Op, Type
+from dgir.ops.fp8_gemm_config import refill_ring_slots
 
 from . import Pass
 
 
-class PairTmaIssue(Pass):
-    """Unroll the load role's K loop by two (`slots`) and acquire both slots before issuing either
-    slot's TMA loads: the boxes of K blocks k and k+1 (adjacent 128-byte column panels of the same
-    rows of A and B) leave the SM back to back instead of one consumer K block apart.  `slots=4`
-    (step 131) asks for 512 contiguous bytes of every row at once, the width the fastest copy-only
-    kernels read per row and step (bench/memory_floor.py).
+class GroupTmaIssue(Pass):
+    """For kernels that ask for it (config refill_slots > 1, kernel attr `refill_slots`): unroll the
+    load role's K loop by that many slots and acquire them all before issuing any slot's TMA loads:
+    the boxes of K blocks k, k+1, ... (adjacent 128-byte column panels of the same rows of A and B)
+    leave the SM back to back instead of one consumer K block apart.  Four slots (bench/TUNING.md
+    step 131) ask for 512 contiguous bytes of every row at once, the width the fastest copy-only
+    kernels read per row and step (bench/memory_floor.py).  `GroupTmaIssue(slots=...)` groups any
+    kernel's refills (bench/experiments.py variants `paired` and `quad`).
 
     Why: at small M the kernels stream B from DRAM, and a memory-only Triton kernel moving the same
     bytes runs fastest with 256-512 contiguous bytes per row per step (bench/memory_floor.py); our
@@ -20,34 +23,37 @@ class PairTmaIssue(Pass):
     the ring runs about (slots - 1) / 2 stages shallower.  The trip count's remainder keeps its last
     K blocks as single refills after the loop.
 
-    Opt-in (not in the default pipeline: bench/experiments.py variant `paired`); the decision is
-    recorded as the kernel attr `tma_issue`.  Runs after multicast_tma (it reorders whatever loads
-    the loop holds) and before allocate_smem.
+    Kernels that do not ask are left as they are (no attr).  The decision is recorded as the kernel
+    attr `tma_issue`.  Runs after multicast_tma (it reorders whatever loads the loop holds) and
+    before allocate_smem.
     """
-    name = "pair_tma_issue"
+    name = "group_tma_issue"
     WORDS = {2: "two", 3: "three", 4: "four"}
 
-    def __init__(self, slots: int = 2, min_stages: int | None = None):
-        if slots not in self.WORDS:
-            raise ValueError(f"pair_tma_issue: slots must be one of {sorted(self.WORDS)}, got {slots!r}")
-        self.slots = slots
-        # the producer commits block p only after slot p+slots-1 is free, i.e. after block
-        # p+slots-1-S was released; a consumer waiting for block p may hold block p-1 (the
-        # interleaved loop retires a block after the next one's wait), so S >= slots + 1 (the
-        # interpreter shows the deadlock one slot below: tests).  Lower only to show it.
-        self.min_stages = slots + 1 if min_stages is None else min_stages
+    def __init__(self, slots: int | None = None, min_stages: int | None = None):
+        if slots is not None and slots not in self.WORDS:
+            raise ValueError(f"group_tma_issue: slots must be one of {sorted(self.WORDS)}, got {slots!r}")
+        self.slots = slots                # None: the kernel's refill_slots
+        self.min_stages = min_stages      # None: slots + 1; lower only to show the deadlock (tests)
 
     def run(self, kernel: Node) -> Node:
-        if kernel.get("tma_issue"):
+        slots = self.slots or kernel.get("refill_slots") or 1
+        if slots == 1 or kernel.get("tma_issue"):
             return kernel
-        body, how = [], (f"one slot at a time (no load-role K loop of >= {self.slots} constant trips over a "
-                         f"ring of >= {self.min_stages} slots)")
+        # the producer commits block p only after slot p+slots-1 is free, while the consumer waiting
+        # for block p may hold the blocks of its groups in flight (and a ring-staged epilogue's slot):
+        # refill_ring_slots, which check_config asks of a config
+        ring_staging = str(kernel.get("staging") or "").startswith("ring")
+        min_stages = (refill_ring_slots(slots, kernel.get("partials") or 2, ring_staging)
+                      if self.min_stages is None else self.min_stages)
+        body, how = [], (f"one slot at a time (no load-role K loop of >= {slots} constant trips over a "
+                         f"ring of >= {min_stages} slots)")
         stages = {n.name: n.get("stages") or 1 for n in kernel.body if n.op is Op.CHANNEL}
         for n in kernel.body:
             if n.op is Op.WARPGROUP and "load" in n.get("roles", ()):
-                n, grouped = _group_region(n, stages, self.slots, self.min_stages)
+                n, grouped = _group_region(n, stages, slots, min_stages)
                 if grouped:
-                    how = f"{self.WORDS[self.slots]} slots at a time"
+                    how = f"{self.WORDS[slots]} slots at a time"
             body.append(n)
         return kernel.with_body(body).with_attrs(tma_issue=how)
 
@@ -111,4 +117,4 @@ def _copy(ops, iv: str, value, tag: str) -> list[Node]:
     return [sub(c) for c in ops]
 
 
-PASS = PairTmaIssue()
+PASS = GroupTmaIssue()
