@@ -772,6 +772,24 @@ def test_interleaved_split_k_matches_reference_and_is_bitwise_stable(m, n, k, bm
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
 
+# refill_slots (bench/TUNING.md step 131): the load role refills 2 or 4 ring slots together;
+# (m, n, k, bm, bn, stages, split_k, split_reduce, ctas_per_sm, refill_slots): the bandwidth cell
+# 128x4096x7168's table tile, a cluster split, a global split with an N tail, a 128-row tile
+REFILLS = [(128, 4096, 7168, 64, 64, 11, 1, "global", 1, 4), (64, 2112, 7168, 64, 48, 4, 8, "cluster", 3, 2),
+           (100, 1000, 4096, 64, 32, 8, 2, "global", 2, 4), (300, 7168, 2048, 128, 56, 9, 1, "global", 1, 4)]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,sk,sr,occ,rf", REFILLS,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_sk{c[6]}_rf{c[9]}" for c in REFILLS])
+def test_grouped_refills_match_reference_and_are_bitwise_stable(m, n, k, bm, bn, stages, sk, sr, occ, rf):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, split_k=sk, split_reduce=sr,
+                        ctas_per_sm=occ, refill_slots=rf)
+    _, outs, ref = _run_config(m, n, k, cfg, "default", runs=2)
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
 # stream-K (opt-in config stream_k): cut partial rounds of tiles; (m, n, k, bm, bn, stages, cluster)
 STREAM_K = [(4096, 2112, 7168, 128, 192, 4, "2B"), (3072, 576, 7168, 128, 144, 5, "1A"),
             (768, 7168, 2048, 128, 128, 5, "2A"), (300, 1000, 4096, 256, 128, 3, "1A"),
