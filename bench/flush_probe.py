@@ -3,10 +3,13 @@
 triton's do_bench flushes L2 before every call by *writing* 256 MB (`cache.zero_()`), so the
 kernel starts with L2 full of dirty lines; every line it brings in evicts one that must first be
 written back, so a kernel that reads X bytes also costs DRAM X bytes of writes.  This probe times
-the same calls three ways with the same event pattern as do_bench (flush, start event, call, end
+the same calls four ways with the same event pattern as do_bench (flush, start event, call, end
 event; median of `REPS`):
 
   write_flush  zero a 256 MB buffer before each call (do_bench's flush: dirty L2)
+  write_touch  the same, then one 4-byte read every 64 KB of each operand and of D (the address
+               translations of their pages warmed, ~0.1% of their bytes in L2): how much of a small
+               call's first-data latency is page-table walks after the flush (step 131)
   read_flush   read a 256 MB buffer before each call (L2 as cold, but clean)
   no_flush     nothing (operands may still sit in L2 from the previous call)
 
@@ -50,6 +53,13 @@ def timed(fn, flush) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends)) * 1e3
 
 
+def every_64k(t: torch.Tensor) -> torch.Tensor:
+    """One 4-byte word every 64 KB of the storage under `t` (any layout), as float32: a sum over it reads
+    one 32-byte sector per 64 KB."""
+    raw = torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+    return raw[: raw.numel() // 4 * 4].view(torch.float32)[::16384]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -73,6 +83,10 @@ def main():
                  "copyB": lambda: y.copy_(B),
                  "floor": lambda: x.add_(1)}
         row = {"m": m, "n": n, "k": k, "bytes": m * k + n * k + 2 * m * n}
+        # one int32 every 64 KB of each tensor's bytes: its pages' translations, not its data
+        pages = [every_64k(t) for t in (A, sfa, B, sfb, d)]
+        touch_sink = torch.empty(len(pages), dtype=torch.float32, device=dev)
+        flushes["write_touch"] = lambda: (buf.zero_(), [torch.sum(p, dim=0, out=touch_sink[i]) for i, p in enumerate(pages)])
         for name, fn in calls.items():
             row[name] = {f: round(timed(fn, fl), 2) for f, fl in flushes.items()}
         print(row, flush=True)
