@@ -19,7 +19,7 @@ class GroupTmaIssue(Pass):
     Why: at small M the kernels stream B from DRAM, and a memory-only Triton kernel moving the same
     bytes runs fastest with 256-512 contiguous bytes per row per step (bench/memory_floor.py); our
     TMA boxes are 128 bytes wide (the 128B swizzle's limit), so a row's neighbouring panels are
-    requested at different times.  The price: the producer waits for the later of two slots, so
+    requested at different times.  The price: the producer waits for the last of its slots, so
     the ring runs about (slots - 1) / 2 stages shallower.  The trip count's remainder keeps its last
     K blocks as single refills after the loop.
 
@@ -34,7 +34,7 @@ class GroupTmaIssue(Pass):
         if slots is not None and slots not in self.WORDS:
             raise ValueError(f"group_tma_issue: slots must be one of {sorted(self.WORDS)}, got {slots!r}")
         self.slots = slots                # None: the kernel's refill_slots
-        self.min_stages = min_stages      # None: slots + 1; lower only to show the deadlock (tests)
+        self.min_stages = min_stages      # None: refill_ring_slots; lower only to show the deadlock (tests)
 
     def run(self, kernel: Node) -> Node:
         slots = self.slots or kernel.get("refill_slots") or 1
