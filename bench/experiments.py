@@ -32,6 +32,7 @@ from dgir.passes.interleave_ffma import InterleaveFfma  # noqa: E402
 from dgir.passes.overlap_epilogue import OverlapEpilogue  # noqa: E402
 from dgir.passes.group_tma_issue import GroupTmaIssue  # noqa: E402
 from dgir.passes.prefetch_tma_descriptors import PrefetchTmaDescriptors  # noqa: E402
+from dgir.passes.prefetch_first_stages import PrefetchFirstStages  # noqa: E402
 from dgir.passes.prefetch_to_l2 import PrefetchToL2  # noqa: E402
 from dgir.passes.promote_scales import PromoteScales  # noqa: E402
 from dgir.passes.schedule_mma import ScheduleMma  # noqa: E402
@@ -63,6 +64,8 @@ VARIANTS = {
     # every kernel's refills grouped, whatever its config's refill_slots (steps 27, 131)
     "paired": lambda: pipeline_with({"group_tma_issue": GroupTmaIssue(slots=2)}),
     "quad": lambda: pipeline_with({"group_tma_issue": GroupTmaIssue(slots=4)}),   # 512 B of each row
+    # the first tile's first K blocks prefetched to L2 from the kernel's entry (step 131)
+    "entrypf": lambda: pipeline_with(after={"multicast_tma": PrefetchFirstStages()}),
     # stage_first_wave_early (specs 190-197): early0 = staging only, at any K; early0st = staging and store up
     # to MAX_K_BLOCKS (the default pass); earlyall = staging and store at any K; noearly = without the pass
     "early0": lambda: pipeline_with({"stage_first_wave_early": StageFirstWaveEarly(max_k_blocks=10**6, store_early=False)}),

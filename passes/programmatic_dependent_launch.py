@@ -12,7 +12,8 @@ class ProgrammaticDependentLaunch(Pass):
 
     Such a launch may start the kernel while the previous kernel of the stream is still running, so
     * every warpgroup region starts with `grid_wait` (griddepcontrol.wait), placed after the
-      tensor-map prefetches: those read the kernel's parameters, which no earlier kernel writes.
+      tensor-map prefetches: those read the kernel's parameters, which no earlier kernel writes
+      (and after the entry's L2 prefetches of prefetch_first_stages, which write nothing it reads).
       The barrier initialisation, the register reallocation and the descriptor fetches then overlap
       the previous kernel's tail, and every global read or write (TMA loads, B scales, D, split-K
       workspaces) waits until that kernel's writes are visible.  The verifier checks that order;
@@ -34,7 +35,7 @@ class ProgrammaticDependentLaunch(Pass):
                 role = region.get("roles")[0]
                 nodes = list(region.body)
                 at = 0
-                while at < len(nodes) and nodes[at].op is Op.PREFETCH_TMAP:
+                while at < len(nodes) and (nodes[at].op is Op.PREFETCH_TMAP or nodes[at].get("at") == "entry"):
                     at += 1
                 nodes.insert(at, Node(Op.GRID_WAIT, "", (), None, {"role": role}))
                 if "load" in region.get("roles"):

@@ -74,6 +74,7 @@ class Emitter:
         # which param each ring is filled from (for the stage's expect_tx byte count)
         self.ring_param = {ring: param for ring, (_, param) in tma_filled_rings(kernel).items()}
         self.cp_async_channels = {ch for ch, _, how in async_filled_rings(kernel).values() if how == "cp.async"}
+        self.at_entry = False                  # emitting the prologue's at="entry" ops (prefetch_first_stages)
 
     # --- helpers -------------------------------------------------------------------------------
     def val(self, a) -> str:
@@ -180,6 +181,19 @@ class Emitter:
         b(f"shr.u32 {warp}, {tid}, 5;")
         b(f"and.b32 {warp}, {warp}, 3;                 // warp within its warpgroup")
         self.lane, self.warp = lane, warp
+        # the ops marked at="entry" (prefetch_first_stages: L2 prefetches of the first tile's first
+        # K blocks and their index arithmetic) run in thread 32 (warp 1) while thread 0 sets up the
+        # barriers below, so the data's round trip starts with the kernel
+        entry = [n for r in k.body if r.op is Op.WARPGROUP for n in r.body
+                 if n.get("at") == "entry" and n.op is not Op.PREFETCH_TMAP]
+        if entry:
+            pe, entry_done = b.reg("pred"), b.label("entry_prefetch_done")
+            b(f"setp.ne.u32 {pe}, {tid}, 32;")
+            b(f"@{pe} bra {entry_done};")
+            self.env, self.tiles, self.policies, self.at_entry = {}, {}, {}, True
+            self.body(entry)
+            self.at_entry = False
+            b.put_label(entry_done)
         # one thread initialises every channel's barriers; first it starts the tensor-map fetches
         # marked at="entry" (prefetch_tma_descriptors), which then overlap the whole prologue
         p0, done = b.reg("pred"), b.label("bar_init_done")
@@ -287,6 +301,8 @@ class Emitter:
 
     def body(self, nodes) -> None:
         for n in nodes:
+            if n.get("at") == "entry" and not self.at_entry and n.op is not Op.PREFETCH_TMAP:
+                continue                       # issued in the prologue (Emitter.module)
             fn = EMIT.get(n.op)
             if fn is None:
                 raise EmitError(f"the PTX emitter cannot lower `{n.op.value}` (did a pass not run?)")
