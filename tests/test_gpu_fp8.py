@@ -790,6 +790,29 @@ def test_grouped_refills_match_reference_and_are_bitwise_stable(m, n, k, bm, bn,
     assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
 
 
+# prefetch_first_stages (opt-in pass, bench variant entrypf, step 131): L2 prefetches from the kernel's
+# entry, before PDL's grid_wait; (m, n, k, bm, bn, stages, split_k, split_reduce, ctas_per_sm, cluster)
+ENTRY_PREFETCH = [(64, 576, 7168, 64, 32, 8, 8, "cluster", 2, "1A"), (128, 4096, 7168, 64, 64, 11, 1, "global", 1, "1A"),
+                  (300, 4096, 2048, 128, 128, 5, 1, "global", 1, "2A")]
+
+
+@pytest.mark.parametrize("m,n,k,bm,bn,stages,sk,sr,occ,cl", ENTRY_PREFETCH,
+                         ids=[f"{c[0]}x{c[1]}x{c[2]}_bm{c[3]}bn{c[4]}_sk{c[6]}_c{c[9]}" for c in ENTRY_PREFETCH])
+def test_entry_prefetches_match_reference_and_are_bitwise_stable(m, n, k, bm, bn, stages, sk, sr, occ, cl):
+    from dgir.ops.fp8_gemm import Fp8GemmConfig
+    from dgir.passes.prefetch_first_stages import PrefetchFirstStages
+    from dgir.pipeline import pipeline
+    cfg = Fp8GemmConfig(n=n, k=k, block_m=bm, block_n=bn, stages=stages, split_k=sk, split_reduce=sr,
+                        ctas_per_sm=occ, cluster=int(cl[0]), multicast=cl[1])
+    passes = list(pipeline("sm90a"))
+    at = [p.name for p in passes].index("multicast_tma") + 1
+    kern, outs, ref = _run_config(m, n, k, cfg, "entrypf", passes=passes[:at] + [PrefetchFirstStages()] + passes[at:],
+                                  runs=2)
+    assert kern.result.ir.get("entry_prefetch").startswith("A/B of the first tile's first")
+    _check(outs[0], ref)
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
+
+
 # stream-K (opt-in config stream_k): cut partial rounds of tiles; (m, n, k, bm, bn, stages, cluster)
 STREAM_K = [(4096, 2112, 7168, 128, 192, 4, "2B"), (3072, 576, 7168, 128, 144, 5, "1A"),
             (768, 7168, 2048, 128, 128, 5, "2A"), (300, 1000, 4096, 256, 128, 3, "1A"),
