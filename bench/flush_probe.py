@@ -83,7 +83,7 @@ def main():
                  "copyB": lambda: y.copy_(B),
                  "floor": lambda: x.add_(1)}
         row = {"m": m, "n": n, "k": k, "bytes": m * k + n * k + 2 * m * n}
-        # one int32 every 64 KB of each tensor's bytes: its pages' translations, not its data
+        # one word every 64 KB of each tensor's bytes: its pages' translations, not its data
         pages = [every_64k(t) for t in (A, sfa, B, sfb, d)]
         touch_sink = torch.empty(len(pages), dtype=torch.float32, device=dev)
         flushes["write_touch"] = lambda: (buf.zero_(), [torch.sum(p, dim=0, out=touch_sink[i]) for i, p in enumerate(pages)])

@@ -167,6 +167,9 @@ STRUCTURED = {Op.KERNEL, Op.WARPGROUP, Op.FOR, Op.IF}
 DECLS = {Op.PARAM, Op.SMEM, Op.REGS, Op.CHANNEL, Op.LOCAL}
 SCALAR_OPS = {Op.CONST, Op.SREG, Op.DIM, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.MOD, Op.MIN, Op.LT,
               Op.CEILDIV, Op.TILE_M, Op.TILE_N, Op.LOAD_SCALE, Op.SMEM_SCALAR}
+# the scalars that are index arithmetic alone (no scale read): passes that recompute a load's
+# coordinates elsewhere (prefetch_to_l2 ahead in the loop, prefetch_first_stages at the entry) clone these
+INDEX_OPS = SCALAR_OPS - {Op.LOAD_SCALE, Op.SMEM_SCALAR}
 ROLES = ("load", "mma", "store", "other")
 # ops that read or write global memory other than the kernel's own trace buffer: under programmatic
 # dependent launch each must come after its region's grid_wait (verifier)

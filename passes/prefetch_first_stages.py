@@ -1,12 +1,9 @@
 """prefetch_first_stages: the first tile's first K blocks asked of L2 from the kernel's entry."""
 from __future__ import annotations
 
-from dgir.ir import SCALAR_OPS, DType, Node, Op, Type
+from dgir.ir import INDEX_OPS, SCALAR_OPS, DType, Node, Op, Type
 
 from . import Pass
-
-# index arithmetic only: a scale read is not recomputed at the entry
-_ARITHMETIC = SCALAR_OPS - {Op.LOAD_SCALE, Op.SMEM_SCALAR}
 
 
 class _NotScalar(Exception):
@@ -92,7 +89,7 @@ class PrefetchFirstStages(Pass):
                 return name                    # a parameter or declaration: the same at the entry
             if key not in made:
                 n = scope[name]
-                if n.op not in _ARITHMETIC or n.body:
+                if n.op not in INDEX_OPS or n.body:
                     raise _NotScalar(name)
                 args = tuple(value(a, j) for a in n.args)
                 out.append(Node(n.op, new, args, n.type, {**n.a, "at": "entry"}))

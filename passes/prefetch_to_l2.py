@@ -1,7 +1,7 @@
 """prefetch_to_l2: the load role asks L2 for an operand's boxes further ahead than the ring reaches."""
 from __future__ import annotations
 
-from dgir.ir import SCALAR_OPS, DType, Node, Op, Type, map_bodies
+from dgir.ir import INDEX_OPS, DType, Node, Op, Type, map_bodies
 
 from . import Pass
 
@@ -117,10 +117,6 @@ class PrefetchToL2(Pass):
         return out
 
 
-# index arithmetic only: a scale read (load_scale, smem_scalar) is not recomputed ahead
-_ARITHMETIC = SCALAR_OPS - {Op.LOAD_SCALE, Op.SMEM_SCALAR}
-
-
 def _coordinate_chain(loop: Node, load: Node) -> list | None:
     """The ops of `loop`'s body that the load's coordinates depend on, in body order; None when one of
     them is not scalar arithmetic (then the coordinates cannot be recomputed ahead)."""
@@ -132,7 +128,7 @@ def _coordinate_chain(loop: Node, load: Node) -> list | None:
             need.add(x)
             stack.extend(a for a in defs[x].args if isinstance(a, str))
     chain = [n for n in loop.body if n.name in need]
-    return chain if all(n.op in _ARITHMETIC and not n.body for n in chain) else None
+    return chain if all(n.op in INDEX_OPS and not n.body for n in chain) else None
 
 
 PASS = PrefetchToL2()

@@ -64,10 +64,9 @@ def test_the_ptx_issues_them_from_thread_32_before_the_barriers_and_the_grid_wai
     entry = ptx.index("setp.ne.u32 %p0, %r0, 32;")
     first = ptx.index("cp.async.bulk.prefetch.tensor.2d.L2.global")
     assert entry < first < ptx.index("mbarrier.init") < ptx.index("griddepcontrol.wait")
-    assert ptx.count("cp.async.bulk.prefetch.tensor.2d.L2.global") == 2 * 7      # A and B of 7 K blocks
+    # A and B of 7 K blocks, once: not emitted again in the load region
+    assert len(re.findall(r"cp\.async\.bulk\.prefetch\.tensor", ptx)) == 2 * 7
     assemble(ptx)
-    # the same ops are not emitted again in the load region
-    assert len(re.findall(r"cp\.async\.bulk\.prefetch\.tensor", ptx)) == 14
 
 
 def test_only_entry_prefetches_may_precede_the_grid_wait():

@@ -119,8 +119,8 @@ class Fp8GemmConfig:
                                  # their boxes back to back, so 128 x refill_slots contiguous bytes of
                                  # every row of A and B are requested at once (the fastest copy-only
                                  # kernels read 256-512 bytes a row and step); the price, a ring about
-                                 # (refill_slots - 1) / 2 slots shallower.  Needs stages > refill_slots
-                                 # (bench/TUNING.md steps 27 and 131)
+                                 # (refill_slots - 1) / 2 slots shallower.  Needs a ring of
+                                 # refill_ring_slots (bench/TUNING.md steps 27 and 131)
 
     @property
     def math_wgs(self) -> int:
@@ -518,8 +518,8 @@ def check_config(cfg: Fp8GemmConfig) -> None:
     if cfg.refill_slots not in (1, 2, 4):
         raise OpError(f"fp8_gemm_nt: refill_slots (ring slots the load role refills together) must be 1, 2 or 4, "
                       f"got {cfg.refill_slots!r}")
-    if cfg.refill_slots > 1 and cfg.stages < refill_ring_slots(cfg.refill_slots, cfg.partials, cfg.staging == "ring"):
-        need = refill_ring_slots(cfg.refill_slots, cfg.partials, cfg.staging == "ring")
+    need = refill_ring_slots(cfg.refill_slots, cfg.partials, cfg.staging == "ring")
+    if cfg.refill_slots > 1 and cfg.stages < need:
         raise OpError(f"fp8_gemm_nt: refill_slots={cfg.refill_slots} needs stages >= {need} (the load role waits for "
                       f"{cfg.refill_slots} free slots while the math role holds up to {need - cfg.refill_slots} of the "
                       f"others: partials={cfg.partials}, staging={cfg.staging!r}; fewer deadlock), got stages={cfg.stages}")
