@@ -229,6 +229,13 @@ RESIDENT_CLUSTERS_MEASURED = {
     (132, 8, 1): 15, (132, 8, 2): 30, (132, 8, 3): 45, (132, 8, 4): 62,
     # non-portable clusters: one per GPC and CTA slot (raw/cluster_residency_h100_9f852f0.json, step 127)
     (132, 16, 1): 7, (132, 16, 2): 14, (132, 16, 3): 21, (132, 16, 4): 28,
+    # the other slice counts a split may take (raw/cluster_residency_h100_2d474d1.json, step 132): 3, 5,
+    # 6, 7 and 14 fall 6-25% short of the slots too (6 slices, one CTA an SM: 17 clusters, not 22)
+    (132, 3, 1): 39, (132, 3, 2): 79, (132, 3, 3): 124, (132, 3, 4): 163,
+    (132, 5, 1): 22, (132, 5, 2): 47, (132, 5, 3): 69, (132, 5, 4): 94,
+    (132, 6, 1): 17, (132, 6, 2): 39, (132, 6, 3): 62, (132, 6, 4): 79,
+    (132, 7, 1): 15, (132, 7, 2): 32, (132, 7, 3): 47, (132, 7, 4): 69,
+    (132, 14, 1): 7, (132, 14, 2): 14, (132, 14, 3): 21, (132, 14, 4): 30,
 }
 
 
