@@ -13,6 +13,11 @@ event; median of `REPS`):
   read_flush   read a 256 MB buffer before each call (L2 as cold, but clean)
   no_flush     nothing (operands may still sit in L2 from the previous call)
 
+write_touch and no_flush end with a ~30 us spin on the GPU (torch.cuda._sleep): without it their last
+kernel finishes before the host has queued the start event and the call, and the span measures the
+host's launch gap (step 132: the one-element kernel read 3.7-19.8 us in write_touch, 15-23 us in
+no_flush on an H100, against 4.1 after the 256 MB flush).
+
 for our kernel, cuBLAS, a plain copy of B's bytes and a one-element kernel (the timer's floor).
 A diagnostic only: the result file keeps do_bench.
 
@@ -34,6 +39,7 @@ from dgir import deep_gemm  # noqa: E402
 from dgir.gpu_run import fp8_inputs  # noqa: E402
 
 REPS = 200
+SPIN_CYCLES = 60_000     # ~30 us at the clocks a short call runs at: longer than the host takes to queue it
 SHAPES = [(64, 2112, 7168), (128, 4096, 7168), (64, 7168, 2048), (128, 7168, 16384), (64, 24576, 1536),
           (64, 576, 7168), (4096, 7168, 2048)]
 
@@ -69,7 +75,7 @@ def main():
     sink = torch.empty((), dtype=torch.int64, device=dev)
     flushes = {"write_flush": lambda: buf.zero_(),
                "read_flush": lambda: torch.sum(buf.view(torch.int64), dim=0, out=sink),
-               "no_flush": lambda: None}
+               "no_flush": lambda: torch.cuda._sleep(SPIN_CYCLES)}
     doc = {**header(dev), "method": __doc__.split("\n\n")[1].replace("\n", " "), "rows": []}
     x = torch.zeros(1, device=dev)
     seed = torch.randint(0, 2**31, ()).item()
@@ -86,7 +92,8 @@ def main():
         # one word every 64 KB of each tensor's bytes: its pages' translations, not its data
         pages = [every_64k(t) for t in (A, sfa, B, sfb, d)]
         touch_sink = torch.empty(len(pages), dtype=torch.float32, device=dev)
-        flushes["write_touch"] = lambda: (buf.zero_(), [torch.sum(p, dim=0, out=touch_sink[i]) for i, p in enumerate(pages)])
+        flushes["write_touch"] = lambda: (buf.zero_(), [torch.sum(p, dim=0, out=touch_sink[i]) for i, p in enumerate(pages)],
+                                          torch.cuda._sleep(SPIN_CYCLES))
         for name, fn in calls.items():
             row[name] = {f: round(timed(fn, fl), 2) for f, fl in flushes.items()}
         print(row, flush=True)
