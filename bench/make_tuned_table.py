@@ -95,7 +95,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]
                 + [f"results/raw/tune{i}_h100_exp.json" for i in (298, 299, 306, 307, 308, 309, 310, 311, 312, 313)]
                 # steps 126-129 on H100s: the residency moves, 14-slice splits, the N = 576 timelines' timings
-                + [f"results/raw/tune{i}_h100_exp.json" for i in (315, 316, 317, 319, 320, 321, 322, 323)])
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (315, 316, 317, 319, 320, 321, 322, 323)]
+                # step 132: the interleaved split order at the split cells and 16 held-out split shapes
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (327, 328)])
 H100_OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h100.json"
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
