@@ -25,7 +25,10 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
     ranked configs take its places): no such config won a head-to-head in the table's sources, and
     at M = 256-1024 they ran 1.5-3.5x slower than the model's first pick (spec 153, step 83).  Where
     the model ranked such a split of 128-row tiles among the first, its twin over a cluster is timed
-    instead, after the others (each warpgroup exchanges its own fragment, step 116)."""
+    instead, after the others (each warpgroup exchanges its own fragment, step 116).  Last come the
+    interleaved twins (`split_order="interleaved"`) of every split over a cluster among them: the
+    order won at some shapes and lost at others (0.958-1.078x over 16 held-out split shapes, spec
+    328; 0.961x at 64x576x7168, spec 327), which no model term predicts, so only timing can choose it."""
     from dataclasses import replace
 
     from .ops.fp8_gemm import CLUSTER_SPLIT_BLOCK_MS, max_stages_for
@@ -52,7 +55,8 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
         out.append(c)
         if 1 < c.split_k <= PORTABLE_CLUSTER_SIZE and c.block_m == 64 and c.cluster == 1 and c.split_reduce == "global":
             out.append(twin(c))
-    return out + tall_twins
+    out += tall_twins
+    return out + [replace(c, split_order="interleaved") for c in out if c.split_cluster]
 
 
 def time_plan(run, reps: int = 20) -> float:

@@ -674,7 +674,7 @@ def test_autotune_times_candidates_and_records_the_winner(tmp_path, monkeypatch)
     best = autotune.autotune("fp8_gemm_nt", 96, 1536, 1024, 0, top=3)
     (entry,) = json.loads(tuning.user_cache().read_text())["entries"]
     from dgir.runtime.device import properties
-    timed = len(autotune.candidates(96, 1536, 1024, properties(0).sms, 3))   # 3, plus cluster twins of splits
+    timed = len(autotune.candidates(96, 1536, 1024, properties(0).sms, 3))   # 3, cluster twins of splits, interleaved twins
     assert entry["m"] == 96 and len(entry["timed"]) == timed and entry["us"] == min(entry["timed"].values())
     deep_gemm._choice_for.cache_clear()
     assert deep_gemm._config("fp8_gemm_nt", 96, 1536, 1024, properties(0), 0) == best

@@ -283,7 +283,7 @@ def test_autotune_times_tall_splits_over_a_cluster_in_their_place():
     from dgir.ops.fp8_gemm_model import candidate_configs
     m, n, k = 256, 2048, 16384
     ranked = sorted(candidate_configs(m, n, k, 132), key=lambda x: config_seconds(m, n, k, x))
-    c = candidates(m, n, k, 132, top=6)
+    c = [x for x in candidates(m, n, k, 132, top=6) if x.split_order == "contiguous"]
     plain = [x for x in c if not x.split_cluster or x.block_m == 64]
     tall = c[len(plain):]
     assert plain == c[:len(plain)] and tall and all(x.split_cluster and x.block_m == 128 for x in tall)
@@ -311,13 +311,31 @@ def test_autotune_cluster_twins_fit_the_shared_memory():
 
 
 def test_autotune_times_the_cluster_twin_of_each_split_config():
-    c = candidates(64, 576, 7168, 132, top=6)
+    everything = candidates(64, 576, 7168, 132, top=6)
+    c = [x for x in everything if x.split_order == "contiguous"]
     splits = [x for x in c if x.split_k > 1 and x.block_m == 64 and x.split_reduce == "global"]
     assert splits, "the model ranks split-K configs first for 64x576x7168"
     for x in splits:
         twin = c[c.index(x) + 1]
         assert twin.split_reduce == "cluster" and twin.split_k == x.split_k and twin.block_n == x.block_n
     assert len(c) == 6 + len(splits)
+    assert everything[:len(c)] == c
+
+
+def test_autotune_times_the_interleaved_twin_of_each_cluster_split_last():
+    """The interleaved split order is a per-shape choice (spec 328: 0.958-1.078x), so autotune times the
+    interleaved twin of every split over a cluster it times, after all the others; each is legal."""
+    from dataclasses import replace
+    from dgir.ops.fp8_gemm import check_config
+    for shape in ((64, 576, 7168), (256, 2048, 16384), (4096, 7168, 2048)):
+        c = candidates(*shape, 132, top=6)
+        first = [x for x in c if x.split_order == "contiguous"]
+        il = c[len(first):]
+        assert il == [replace(x, split_order="interleaved") for x in first if x.split_cluster]
+        for x in il:
+            check_config(x)
+    assert candidates(64, 576, 7168, 132, top=6)[-1].split_order == "interleaved"
+    assert not any(x.split_cluster for x in candidates(4096, 7168, 2048, 132, top=6))
 
 
 def test_walk_rounds_counts_the_persistent_rounds_of_every_walk_kind():
