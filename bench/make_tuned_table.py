@@ -97,7 +97,9 @@ H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_
                 # steps 126-129 on H100s: the residency moves, 14-slice splits, the N = 576 timelines' timings
                 + [f"results/raw/tune{i}_h100_exp.json" for i in (315, 316, 317, 319, 320, 321, 322, 323)]
                 # step 132: the interleaved split order at the split cells and 16 held-out split shapes
-                + [f"results/raw/tune{i}_h100_exp.json" for i in (327, 328)])
+                + [f"results/raw/tune{i}_h100_exp.json" for i in (327, 328)]
+                # step 133: the N = 576 cells, table against the interleaved order, three ABBA rounds
+                + ["results/raw/tune331_h100_exp.json"])
 H100_OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h100.json"
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
