@@ -1342,3 +1342,34 @@ def test_the_h100_chooser_states_of_the_spec_generators_take_effect():
     assert stand_in == tuning.choose("fp8_gemm_nt", 640, 7168, 16384, H200.name, 132).config
     assert model == tuning.choose("fp8_gemm_nt", 640, 7168, 16384, "a device without entries", 132).config
     assert tuning.choose("fp8_gemm_nt", 640, 7168, 16384, specs.H100_SXM, 132).config == own
+
+
+def test_spec_332_pits_each_small_m_entry_against_its_runner_up_in_abba_rounds():
+    """bench/random_shapes_specs.py --runner-up-abba (spec 332, step 133): at each of the issue's 14
+    small-M cells, the H200 table's config (A) and the config that came closest to it in a committed
+    H200 file (B), in three rounds of A B B A; every line parses as a config experiments.py can run,
+    and the committed spec file has the same structure."""
+    from dgir import tuning
+    from dgir_testlib import bench_module
+    specs, exp = bench_module("random_shapes_specs"), bench_module("experiments")
+
+    def blocks(lines):
+        assert len(lines) % 12 == 0
+        for i in range(0, len(lines), 12):
+            block = lines[i:i + 12]
+            a, b = block[0], block[1]
+            assert a != b and block == [a, b, b, a] * 3
+            yield a, b
+
+    generated = list(blocks(specs.runner_up_abba_lines()))
+    assert len(generated) == 14
+    for a, b in generated:
+        shape, cfgs, variant = a.split(":")
+        m, n, k = map(int, shape.split(","))
+        assert variant == "default" and m in (64, 128) and (n, k) in specs.ISSUE_NK
+        table = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        assert a == specs.api_spec(m, table) + ":default"
+        assert exp.spec_config(n, k, cfgs, 132).kernel_name() == table.kernel_name()
+        assert exp.spec_config(n, k, b.split(":")[1], 132).kernel_name() != table.kernel_name()
+    committed = (ROOT / "bench" / "specs" / "tune332.txt").read_text().split()
+    assert len(list(blocks(committed))) == 14
