@@ -174,14 +174,13 @@ def settled_kernel(kernel: str, m: int, src: str) -> str | None:
     return kernel
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=OUT, help="the H200's entries")
-    ap.add_argument("--h100-out", type=Path, default=H100_OUT, help="the H100 SXM's entries")
-    args = ap.parse_args()
-    out, h100_out = args.out, args.h100_out
-    timed = defaultdict(dict)          # (device, m, n, k) -> kernel -> (seconds, config, source)
-    samples = defaultdict(lambda: defaultdict(list))   # (device, m, n, k, source) -> kernel -> [seconds]
+def read_timings():
+    """Every usable timing of the sources: ({(device, m, n, k): {kernel: (fastest seconds, config,
+    its source)}}, {(device, m, n, k, source): {kernel: [seconds]}}).  Usable: a default-variant row
+    of a correct kernel (calc_diff < 1e-3, every element finite where recorded) that the API runs
+    at that M (settled_kernel), named so that config_of reads its config back."""
+    timed = defaultdict(dict)
+    samples = defaultdict(lambda: defaultdict(list))
     for src in SOURCES + H100_SOURCES:
         doc = json.loads((ROOT / src).read_text())
         device = doc["device"]["name"] if isinstance(doc.get("device"), dict) else doc.get("device")
@@ -201,6 +200,16 @@ def main():
             best = timed[key].get(kernel)
             if best is None or r["ms"] < best[0] * 1e3:
                 timed[key][kernel] = (r["ms"] * 1e-3, cfg, src)
+    return timed, samples
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT, help="the H200's entries")
+    ap.add_argument("--h100-out", type=Path, default=H100_OUT, help="the H100 SXM's entries")
+    args = ap.parse_args()
+    out, h100_out = args.out, args.h100_out
+    timed, samples = read_timings()
     entries = []
     for (device, m, n, k), runs in sorted(timed.items()):
         if len(runs) < 2:

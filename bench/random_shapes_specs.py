@@ -1647,57 +1647,28 @@ def runner_up_abba_lines(rounds=3, ms=(64, 128)):
     config, and below ~20 us the timer's two modes (step 88) move a median by more than the
     difference between the two (step 133 found step 132's 4% win at 64x576x7168 to be a flip).  The
     runner-up: the config that came closest to A in any H200 file that timed both (its median over
-    A's median in that file), else the fastest other sample over every H200 source
-    (make_tuned_table.SOURCES)."""
-    import json
+    A's median in that file; make_tuned_table's sources and filters)."""
     import statistics
-    from collections import defaultdict
-    from pathlib import Path
 
     from dgir import tuning
     from fit_model import config_of
-    from make_tuned_table import SOURCES, settled_kernel
-    root = Path(__file__).resolve().parent
-    cells = [(m, n, k) for m in ms for n, k in ISSUE_NK]
-    times = defaultdict(lambda: defaultdict(list))        # (cell, source) -> kernel -> [ms]
-    for src in SOURCES:
-        for r in json.loads((root / src).read_text())["rows"]:
-            cell = (r.get("m"), r.get("n"), r.get("k"))
-            if cell not in cells or r.get("variant", "default") != "default" or "ms" not in r:
-                continue
-            if not (r.get("diff", 1) < 1e-3) or r.get("all_finite") is False or not r.get("kernel"):
-                continue
-            kernel = settled_kernel(r["kernel"], r["m"], src)
-            if kernel and config_of(kernel, tile_only=True) is not None:
-                times[(cell, src)][kernel].append(r["ms"])
+    from make_tuned_table import SOURCES, read_timings
+    _, samples = read_timings()
     lines = []
-    for m, n, k in cells:
-        a = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
-        a_name = a.kernel_name()
-        closest = {}                                      # kernel -> its lowest median / A's median
-        for src in SOURCES:
-            here = times.get(((m, n, k), src), {})
-            if a_name not in here:
-                continue
-            a_median = statistics.median(here[a_name])
-            for kern, t in here.items():
-                if kern != a_name:
-                    closest[kern] = min(closest.get(kern, float("inf")), statistics.median(t) / a_median)
-        runner_up = min(closest, key=closest.get) if closest else None
-        if runner_up is None:
-            best = defaultdict(lambda: float("inf"))
+    for m in ms:
+        for n, k in ISSUE_NK:
+            a = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+            closest = {}                                  # kernel -> its lowest median / A's median
             for src in SOURCES:
-                for kern, t in times.get(((m, n, k), src), {}).items():
-                    if kern != a_name:
-                        best[kern] = min(best[kern], min(t))
-            runner_up = min(best, key=best.get) if best else None
-        if runner_up is None:
-            continue
-        line_a = api_spec(m, a)
-        line_b = api_spec(m, config_of(runner_up, tile_only=True))
-        if line_a == line_b:
-            continue
-        lines += [f"{x}:default" for x in (line_a, line_b, line_b, line_a) * rounds]
+                here = samples.get(("NVIDIA H200", m, n, k, src), {})
+                if a.kernel_name() in here:
+                    a_median = statistics.median(here[a.kernel_name()])
+                    for kern, t in here.items():
+                        if kern != a.kernel_name():
+                            closest[kern] = min(closest.get(kern, float("inf")), statistics.median(t) / a_median)
+            if closest:
+                line_a, line_b = api_spec(m, a), api_spec(m, config_of(min(closest, key=closest.get), tile_only=True))
+                lines += [f"{x}:default" for x in (line_a, line_b, line_b, line_a) * rounds]
     return lines
 
 

@@ -28,7 +28,8 @@ def candidates(m: int, n: int, k: int, num_sms: int, top: int, one_cta_per_sm: b
     instead, after the others (each warpgroup exchanges its own fragment, step 116).  Last come the
     interleaved twins (`split_order="interleaved"`) of every split over a cluster among them: the
     order won at some shapes and lost at others (0.958-1.078x over 16 held-out split shapes, spec
-    328; 0.961x at 64x576x7168, spec 327), which no model term predicts, so only timing can choose it."""
+    328; 1.094x at 64x576x7168 in ABBA rounds, spec 331), which no model term predicts, so only
+    timing can choose it."""
     from dataclasses import replace
 
     from .ops.fp8_gemm import CLUSTER_SPLIT_BLOCK_MS, max_stages_for
