@@ -948,6 +948,8 @@ def api_spec(m, cfg):
     line = spec(m, cfg) + m_tail_suffix(cfg)
     if cfg.early_epilogue != "on":
         line += f",ee={cfg.early_epilogue}"
+    if cfg.split_order == "interleaved":   # a table entry may be one (step 132's trial was)
+        line += ",so=il"
     return line + (f",g={cfg.swizzle_group}" if cfg.swizzle_group != 16 else "")
 
 
@@ -1641,26 +1643,28 @@ def api_and_cublas(shape_list):
     return [line for m, n, k in shape_list for line in (f"{m},{n},{k}::default", f"{m},{n},{k}::cublas")]
 
 
-def runner_up_abba_lines(rounds=3, ms=(64, 128)):
-    """Spec 332 (step 133): at the issue's small-M cells, the H200 table's config (A) against its
+def runner_up_abba_lines(rounds=3, ms=(64, 128), device="NVIDIA H200"):
+    """Spec 332 (step 133): at the issue's small-M cells, the device table's config (A) against its
     runner-up (B) in rounds of A B B A.  Most of those entries were decided by two samples of each
     config, and below ~20 us the timer's two modes (step 88) move a median by more than the
     difference between the two (step 133 found step 132's 4% win at 64x576x7168 to be a flip).  The
-    runner-up: the config that came closest to A in any H200 file that timed both (its median over
-    A's median in that file; make_tuned_table's sources and filters)."""
+    runner-up: the config that came closest to A in any file of that device that timed both (its
+    median over A's median in that file; make_tuned_table's sources and filters).  Spec 333 (step
+    134) is the same for the H100's table, so that a lease that comes as an H100 still settles
+    entries (its own)."""
     import statistics
 
     from dgir import tuning
     from fit_model import config_of
-    from make_tuned_table import SOURCES, read_timings
+    from make_tuned_table import read_timings, sources_of
     _, samples = read_timings()
     lines = []
     for m in ms:
         for n, k in ISSUE_NK:
-            a = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+            a = tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
             closest = {}                                  # kernel -> its lowest median / A's median
-            for src in SOURCES:
-                here = samples.get(("NVIDIA H200", m, n, k, src), {})
+            for src in sources_of(device):
+                here = samples.get((device, m, n, k, src), {})
                 if a.kernel_name() in here:
                     a_median = statistics.median(here[a.kernel_name()])
                     for kern, t in here.items():
@@ -1675,6 +1679,7 @@ def runner_up_abba_lines(rounds=3, ms=(64, 128)):
 # each named spec: (its lines in one pass, passes: forward then reversed, or forward, reversed, forward)
 NAMED = {
     "--runner-up-abba": (runner_up_abba_lines, 1),
+    "--runner-up-abba-h100": (lambda: runner_up_abba_lines(device=H100_SXM), 1),
     "--keep-rounds": (keep_rounds_lines, 3), "--cluster-rounds": (cluster_rounds_lines, 3),
     "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
     "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
@@ -1785,7 +1790,7 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
                     "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
                     "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
-                    "--h100-grid-other", "--runner-up-abba")
+                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
@@ -1793,7 +1798,7 @@ SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
                        "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
-                    "--h100-grid-other", "--runner-up-abba")
+                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

@@ -1344,11 +1344,13 @@ def test_the_h100_chooser_states_of_the_spec_generators_take_effect():
     assert tuning.choose("fp8_gemm_nt", 640, 7168, 16384, specs.H100_SXM, 132).config == own
 
 
-def test_spec_332_pits_each_small_m_entry_against_its_runner_up_in_abba_rounds():
-    """bench/random_shapes_specs.py --runner-up-abba (spec 332, step 133): at each of the issue's 14
-    small-M cells, the H200 table's config (A) and the config that came closest to it in a committed
-    H200 file (B), in three rounds of A B B A; every line parses as a config experiments.py can run,
-    and the committed spec file has the same structure."""
+@pytest.mark.parametrize("device, spec_file", [("NVIDIA H200", "tune332.txt"), ("NVIDIA H100 80GB HBM3", "tune333.txt")])
+def test_specs_332_333_pit_each_small_m_entry_against_its_runner_up_in_abba_rounds(device, spec_file):
+    """bench/random_shapes_specs.py --runner-up-abba / --runner-up-abba-h100 (specs 332 and 333,
+    steps 133-134): at each of the issue's 14 small-M cells, the device table's config (A) and the
+    config that came closest to it in a committed file of that device (B), in three rounds of
+    A B B A; every line parses as a config experiments.py can run (A as the very kernel the table
+    names), and the committed spec file is what the generator writes."""
     from dgir import tuning
     from dgir_testlib import bench_module
     specs, exp = bench_module("random_shapes_specs"), bench_module("experiments")
@@ -1361,15 +1363,15 @@ def test_spec_332_pits_each_small_m_entry_against_its_runner_up_in_abba_rounds()
             assert a != b and block == [a, b, b, a] * 3
             yield a, b
 
-    generated = list(blocks(specs.runner_up_abba_lines()))
+    generated_lines = specs.runner_up_abba_lines(device=device)
+    generated = list(blocks(generated_lines))
     assert len(generated) == 14
     for a, b in generated:
         shape, cfgs, variant = a.split(":")
         m, n, k = map(int, shape.split(","))
         assert variant == "default" and m in (64, 128) and (n, k) in specs.ISSUE_NK
-        table = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
+        table = tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
         assert a == specs.api_spec(m, table) + ":default"
         assert exp.spec_config(n, k, cfgs, 132).kernel_name() == table.kernel_name()
         assert exp.spec_config(n, k, b.split(":")[1], 132).kernel_name() != table.kernel_name()
-    committed = (ROOT / "bench" / "specs" / "tune332.txt").read_text().split()
-    assert len(list(blocks(committed))) == 14
+    assert (ROOT / "bench" / "specs" / spec_file).read_text().split() == generated_lines
