@@ -1375,3 +1375,26 @@ def test_specs_332_333_pit_each_small_m_entry_against_its_runner_up_in_abba_roun
         assert exp.spec_config(n, k, cfgs, 132).kernel_name() == table.kernel_name()
         assert exp.spec_config(n, k, b.split(":")[1], 132).kernel_name() != table.kernel_name()
     assert (ROOT / "bench" / "specs" / spec_file).read_text().split() == generated_lines
+
+
+def test_abba_rounds_are_decided_within_the_timer_modes_not_by_medians():
+    """make_tuned_table.duel_seconds (step 134): with six or more timings of each config (ABBA
+    rounds) a head-to-head compares the means of each config's fastest mode.  Spec 333's
+    64x2112x7168 block is the case: the table's config A was faster within each of the timer's two
+    modes, but drew the slow mode four times of six, so its median lost by 2.8%.  Shorter files keep
+    the median."""
+    import json
+    import statistics
+
+    from dgir_testlib import bench_module
+    table = bench_module("make_tuned_table")
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune333_h100_exp.json").read_text())["rows"][:12]
+    a_spec = rows[0]["spec"]
+    a = [r["ms"] * 1e-3 for r in rows if r["spec"] == a_spec]
+    b = [r["ms"] * 1e-3 for r in rows if r["spec"] != a_spec]
+    assert rows[0]["m"] == 64 and rows[0]["n"] == 2112 and len(a) == len(b) == 6
+    assert statistics.median(b) < 0.98 * statistics.median(a)          # the median says B
+    assert table.duel_seconds(a) < table.duel_seconds(b)                  # within the modes, A
+    assert table.duel_seconds([14e-6, 15e-6]) == statistics.median([14e-6, 15e-6])
+    bimodal = [9.0e-6, 9.6e-6, 9.02e-6, 9.62e-6, 9.64e-6, 9.61e-6]
+    assert abs(table.duel_seconds(bimodal) - 9.01e-6) < 1e-12
