@@ -1398,3 +1398,20 @@ def test_abba_rounds_are_decided_within_the_timer_modes_not_by_medians():
     assert table.duel_seconds([14e-6, 15e-6]) == statistics.median([14e-6, 15e-6])
     bimodal = [9.0e-6, 9.6e-6, 9.02e-6, 9.62e-6, 9.64e-6, 9.61e-6]
     assert abs(table.duel_seconds(bimodal) - 9.01e-6) < 1e-12
+
+
+def test_abba_report_reads_spec_333_block_by_block():
+    """bench/abba_report.py: spec 333's 14 blocks, each with six timings of A and of B, and the
+    table's rule moving none of them (the H100's table held at every cell, step 134)."""
+    import json
+
+    from dgir_testlib import bench_module
+    report = bench_module("abba_report")
+    rows = json.loads((ROOT / "bench" / "results" / "raw" / "tune333_h100_exp.json").read_text())["rows"]
+    verdicts = report.verdicts(rows)
+    assert len(verdicts) == 14
+    assert all(len(v["a_us"]) == len(v["b_us"]) == 6 and v["a"] != v["b"] for v in verdicts)
+    assert not any(v["moves"] for v in verdicts)
+    first = verdicts[0]
+    assert (first["m"], first["n"], first["k"]) == (64, 2112, 7168)
+    assert first["b_over_a_median"] < 0.98 < 1.0 < first["b_over_a_mode"]
