@@ -225,13 +225,9 @@ def read_timings():
     return timed, samples
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, default=OUT, help="the H200's entries")
-    ap.add_argument("--h100-out", type=Path, default=H100_OUT, help="the H100 SXM's entries")
-    args = ap.parse_args()
-    out, h100_out = args.out, args.h100_out
-    timed, samples = read_timings()
+def table_entries(timed, samples) -> list[dict]:
+    """Both devices' entries from read_timings' output: at each grid shape where two or more configs
+    were timed, the fastest, then as the head-to-heads settle it, then its best math order."""
     entries = []
     for (device, m, n, k), runs in sorted(timed.items()):
         if len(runs) < 2:
@@ -251,8 +247,17 @@ def main():
         entries.append({"device": device, "sms": cfg.num_sms, "op": "fp8_gemm_nt", "m": m, "n": n, "k": k,
                         "config": cfg.as_dict(), "us": round(seconds * 1e6, 2), "source": f"bench/{src}",
                         "configs_timed": len(runs)})
-    for path, mine in ((out, [e for e in entries if e["device"] != H100]),
-                       (h100_out, [e for e in entries if e["device"] == H100])):
+    return entries
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, default=OUT, help="the H200's entries")
+    ap.add_argument("--h100-out", type=Path, default=H100_OUT, help="the H100 SXM's entries")
+    args = ap.parse_args()
+    entries = table_entries(*read_timings())
+    for path, mine in ((args.out, [e for e in entries if e["device"] != H100]),
+                       (args.h100_out, [e for e in entries if e["device"] == H100])):
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps({"version": 1, "entries": mine}, indent=1, sort_keys=True) + "\n")
         print(f"{len(mine)} shapes -> {path}")

@@ -1676,10 +1676,40 @@ def runner_up_abba_lines(rounds=3, ms=(64, 128), device="NVIDIA H200"):
     return lines
 
 
+def mode_rule_abba_lines(device="NVIDIA H200", rounds=3):
+    """Specs 334 (H100) and 335 (H200), step 134: the entries that deciding every head-to-head by
+    the fastest mode's mean (make_tuned_table.duel_seconds' rule for ABBA files) would move where
+    the files hold only one or two timings of each config.  At each such shape the table's config
+    (A) against the config that rule picks (B), in rounds of A B B A: which of the two statistics
+    read those short files right."""
+    import make_tuned_table as table
+    from fit_model import config_of
+
+    from dgir.ops.fp8_gemm_config import Fp8GemmConfig
+    timed, samples = table.read_timings()
+    shipped = {(e["device"], e["m"], e["n"], e["k"]): e for e in table.table_entries(timed, samples)}
+    rounds_samples, table.ROUNDS_SAMPLES = table.ROUNDS_SAMPLES, 1     # every file read as ABBA rounds
+    try:
+        moved = {(e["device"], e["m"], e["n"], e["k"]): e for e in table.table_entries(timed, samples)}
+    finally:
+        table.ROUNDS_SAMPLES = rounds_samples
+    lines = []
+    for key, e in sorted(shipped.items()):
+        if key[0] == device and moved[key]["config"] != e["config"]:
+            m = key[1]
+            a, b = (Fp8GemmConfig(**x["config"]) for x in (e, moved[key]))
+            line_a, line_b = api_spec(m, a), api_spec(m, b)
+            assert config_of(b.kernel_name(), tile_only=True) is not None and line_a != line_b
+            lines += [f"{x}:default" for x in (line_a, line_b, line_b, line_a) * rounds]
+    return lines
+
+
 # each named spec: (its lines in one pass, passes: forward then reversed, or forward, reversed, forward)
 NAMED = {
     "--runner-up-abba": (runner_up_abba_lines, 1),
     "--runner-up-abba-h100": (lambda: runner_up_abba_lines(device=H100_SXM), 1),
+    "--mode-rule-abba-h100": (lambda: mode_rule_abba_lines(H100_SXM), 1),
+    "--mode-rule-abba": (mode_rule_abba_lines, 1),
     "--keep-rounds": (keep_rounds_lines, 3), "--cluster-rounds": (cluster_rounds_lines, 3),
     "--m-tail": (m_tail_lines, 2), "--wider-192": (wider_192_lines, 2), "--narrow-192": (narrow_192_lines, 2),
     "--one-round-clusters": (one_round_cluster_lines, 2), "--one-round-order": (one_round_order_lines, 2),
@@ -1790,7 +1820,8 @@ WALK_ORDER_SPECS = ("--one-round-order", "--multi-round-order", "--wider-one-rou
                     "--jump-retime", "--switch-ab", "--jump-wide-ab",
                     "--waits-ahead-ab", "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136", "--stand-in",
                     "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
-                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100")
+                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100",
+                    "--mode-rule-abba-h100", "--mode-rule-abba")
 # the generators that draw with the model as shipped (step 111 on), not step 108's REFIT
 SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n", "--vocab", "--vocab-candidates",
                        "--refit-116", "--narrow-cols", "--narrow-cols-held-out",
@@ -1798,7 +1829,8 @@ SHIPPED_REFIT_SPECS = ("--beyond-draws", "--laggards-277", "--large-m-narrow-n",
                        "--jump-ab", "--jump-retime", "--switch-ab", "--jump-wide-ab", "--waits-ahead-ab",
                        "--jump-rule-held-out", "--jump-rated", "--l2-prefetch", "--jump-rated-wide", "--shared-sm", "--jump-entry-136",
                        "--stand-in", "--stand-in-held-out", "--h100-grid-low", "--h100-grid-high", "--h100-table",
-                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100")
+                    "--h100-grid-other", "--runner-up-abba", "--runner-up-abba-h100",
+                    "--mode-rule-abba-h100", "--mode-rule-abba")
 
 if __name__ == "__main__":
     from dgir.ops import fp8_gemm_model, fp8_gemm_walk

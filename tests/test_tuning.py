@@ -1415,3 +1415,26 @@ def test_abba_report_reads_spec_333_block_by_block():
     first = verdicts[0]
     assert (first["m"], first["n"], first["k"]) == (64, 2112, 7168)
     assert first["b_over_a_median"] < 0.98 < 1.0 < first["b_over_a_mode"]
+
+
+@pytest.mark.parametrize("flag, device, spec_file", [("--mode-rule-abba-h100", "NVIDIA H100 80GB HBM3", "tune334.txt"),
+                                                     ("--mode-rule-abba", "NVIDIA H200", "tune335.txt")])
+def test_specs_334_335_time_the_entries_the_fastest_mode_rule_would_move(flag, device, spec_file):
+    """random_shapes_specs.py --mode-rule-abba[-h100] (step 134): at each shape whose entry would move
+    if every file were read by its fastest mode (make_tuned_table.duel_seconds' ABBA rule), the
+    table's config (A) and the one that rule picks (B) in three ABBA rounds; the committed spec file is
+    the generator's output, A is the config the API runs there and B another kernel."""
+    from dgir import tuning
+    from dgir_testlib import bench_module
+    specs, exp, table = bench_module("random_shapes_specs"), bench_module("experiments"), bench_module("make_tuned_table")
+    lines = specs.NAMED[flag][0]()
+    assert table.ROUNDS_SAMPLES == 6                      # the generator put the rule back
+    assert lines and len(lines) % 12 == 0
+    for i in range(0, len(lines), 12):
+        a, b = lines[i], lines[i + 1]
+        assert lines[i:i + 12] == [a, b, b, a] * 3
+        m, n, k = map(int, a.split(":")[0].split(","))
+        chosen = tuning.choose("fp8_gemm_nt", m, n, k, device=device, sms=132).config
+        assert exp.spec_config(n, k, a.split(":")[1], 132).kernel_name() == chosen.kernel_name()
+        assert exp.spec_config(n, k, b.split(":")[1], 132).kernel_name() != chosen.kernel_name()
+    assert (ROOT / "bench" / "specs" / spec_file).read_text().split() == lines
