@@ -100,8 +100,9 @@ H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_
                 + [f"results/raw/tune{i}_h100_exp.json" for i in (327, 328)]
                 # step 133: the N = 576 cells, table against the interleaved order, three ABBA rounds
                 + ["results/raw/tune331_h100_exp.json"]
-                # step 134: each small-M entry of the issue's cells against its closest rival, ABBA x3
-                + ["results/raw/tune333_h100_exp.json"])
+                # step 134: each small-M entry of the issue's cells against its closest rival, ABBA x3;
+                # the entries the fastest-mode rule would have moved on short files, ABBA x3
+                + ["results/raw/tune333_h100_exp.json", "results/raw/tune334_h100_exp.json"])
 H100_OUT = ROOT.parent / "dgir" / "tuned" / "fp8_gemm_nt_h100.json"
 EARLY_EPILOGUE_SPEC = 191             # the first spec timed with the early epilogue in the default pipeline
 MARGIN = 0.99                          # another order must take <= 99% of "together"'s time
@@ -150,16 +151,22 @@ ROUNDS_SAMPLES = 6         # a file with this many timings of each config ran AB
 
 
 def duel_seconds(seconds: list) -> float:
-    """What a head-to-head compares of one config's timings in one file.  Two or three samples: the
-    median.  ABBA rounds (six or more): the mean of the fastest mode, the samples within half the
-    modes' gap of the fastest.  Every call lands in one of the timer's two modes whatever the
-    kernel, so with six samples a median says how often each config drew the slow mode, not which is
-    faster: in spec 333 the table's 64x2112x7168 config was 1.3-1.5% faster than its rival within
-    each mode, yet its median was 2.8% slower (four of its six samples in the slow mode, two of the
-    rival's).  Shorter files keep the median their entries were decided by (the fastest mode's mean
-    there would move 20 entries of the two tables on one or two samples each)."""
-    if len(seconds) < ROUNDS_SAMPLES:
-        return statistics.median(seconds)
+    """What a head-to-head compares of one config's timings in one file: the median, except for ABBA
+    rounds (six or more timings) of a call short enough that the timer's modes can decide it: there
+    the mean of the fastest mode, the samples within half the modes' gap of the fastest.
+
+    Every call lands in one of the timer's two modes whatever the kernel, so below ~60 us (where the
+    gap is more than the 1% a config must win by) a median of six says how often each config drew the
+    slow mode, not which is faster: in spec 333 the table's 64x2112x7168 config was 1.3-1.5% faster
+    than its rival within each mode, yet its median was 2.8% slower (four of its six samples in the
+    slow mode, two of the rival's).  Longer calls spread by more than the gap for other reasons
+    (clocks), and there the fastest mode is just the fastest sample; spec 334's 3584x7168x16384 ran
+    675-717 us.  Shorter files keep the median their entries were decided by: spec 334 timed the
+    H100 entries that the fastest mode would have moved there, and the median had been right at
+    three of four below 60 us (the fourth a tie)."""
+    median = statistics.median(seconds)
+    if len(seconds) < ROUNDS_SAMPLES or median > TIMER_MODE_GAP / (1 - MARGIN):
+        return median
     fastest_mode = [t for t in seconds if t <= min(seconds) + TIMER_MODE_GAP / 2]
     return sum(fastest_mode) / len(fastest_mode)
 
