@@ -1681,7 +1681,9 @@ def mode_rule_abba_lines(device="NVIDIA H200", rounds=3):
     the fastest mode's mean (make_tuned_table.duel_seconds' rule for ABBA files) would move where
     the files hold only one or two timings of each config.  At each such shape the table's config
     (A) against the config that rule picks (B), in rounds of A B B A: which of the two statistics
-    read those short files right."""
+    read those short files right.  Spec 334 was drawn before duel_seconds kept the median for calls
+    over 60 us (its finding), so it also holds two long H100 calls; spec 335 is drawn with that bound
+    and holds only calls under 60 us."""
     import make_tuned_table as table
     from fit_model import config_of
 
