@@ -28,13 +28,12 @@ def blocks(rows: list) -> list[dict]:
     for r in rows:
         key = (r["m"], r["n"], r["k"])
         cell = cells.setdefault(key, {"m": r["m"], "n": r["n"], "k": r["k"], "a": r["spec"], "b": None,
-                                      "a_us": [], "b_us": [], "worst_diff": 0.0})
+                                      "a_us": [], "b_us": []})
         if r["spec"] != cell["a"]:
             if cell["b"] not in (None, r["spec"]):
                 raise SystemExit(f"{key}: more than two configs in one block ({cell['a']}, {cell['b']}, {r['spec']})")
             cell["b"] = r["spec"]
         cell["a_us" if r["spec"] == cell["a"] else "b_us"].append(r["ms"] * 1e3)
-        cell["worst_diff"] = max(cell["worst_diff"], r["diff"])
     return list(cells.values())
 
 

@@ -150,7 +150,7 @@ TIMER_MODE_GAP = 0.6e-6    # the L2-flushed timer's two modes (step 88): the sam
 ROUNDS_SAMPLES = 6         # a file with this many timings of each config ran ABBA rounds (specs 331 on)
 
 
-def duel_seconds(seconds: list) -> float:
+def duel_seconds(seconds: list, rounds_samples: int = ROUNDS_SAMPLES) -> float:
     """What a head-to-head compares of one config's timings in one file: the median, except for ABBA
     rounds (six or more timings) of a call short enough that the timer's modes can decide it: there
     the mean of the fastest mode, the samples within half the modes' gap of the fastest.
@@ -165,13 +165,13 @@ def duel_seconds(seconds: list) -> float:
     H100 entries that the fastest mode would have moved there, and the median had been right at
     three of four below 60 us (the fourth a tie)."""
     median = statistics.median(seconds)
-    if len(seconds) < ROUNDS_SAMPLES or median > TIMER_MODE_GAP / (1 - MARGIN):
+    if len(seconds) < rounds_samples or median > TIMER_MODE_GAP / (1 - MARGIN):
         return median
     fastest_mode = [t for t in seconds if t <= min(seconds) + TIMER_MODE_GAP / 2]
     return sum(fastest_mode) / len(fastest_mode)
 
 
-def settled_by_duels(samples, key, runs, choice):
+def settled_by_duels(samples, key, runs, choice, stat=duel_seconds):
     """(seconds, config, source) after the head-to-heads: the newest file that timed the choice beside
     other configs, each at least twice, decides (by medians; ABBA rounds by their fastest mode,
     duel_seconds); its winner then meets its own newest
@@ -179,7 +179,7 @@ def settled_by_duels(samples, key, runs, choice):
     tune95's winner at 64x576x7168 against three CTAs an SM, not the fastest sample tune95 beat)."""
     decided_in = -1
     order = sources_of(key[0])
-    while (duel := newest_duel(samples, key, choice[1].kernel_name(), repeats=2, stat=duel_seconds)) \
+    while (duel := newest_duel(samples, key, choice[1].kernel_name(), repeats=2, stat=stat)) \
             and duel[1] != choice[1].kernel_name() and order.index(duel[2]) > decided_in:
         choice, decided_in = (duel[0], runs[duel[1]][1], duel[2]), order.index(duel[2])
     return choice
@@ -232,9 +232,10 @@ def read_timings():
     return timed, samples
 
 
-def table_entries(timed, samples) -> list[dict]:
+def table_entries(timed, samples, stat=duel_seconds) -> list[dict]:
     """Both devices' entries from read_timings' output: at each grid shape where two or more configs
-    were timed, the fastest, then as the head-to-heads settle it, then its best math order."""
+    were timed, the fastest, then as the head-to-heads settle it (comparing `stat` of each config's
+    timings in a file), then its best math order."""
     entries = []
     for (device, m, n, k), runs in sorted(timed.items()):
         if len(runs) < 2:
@@ -245,7 +246,7 @@ def table_entries(timed, samples) -> list[dict]:
         seconds, cfg, src = min(runs.values(), key=lambda x: x[0])
         key = (device, m, n, k)
         # configs: medians of repeated timings; math orders: best of a file's repetitions
-        seconds, cfg, src = settled_by_duels(samples, key, runs, (seconds, cfg, src))
+        seconds, cfg, src = settled_by_duels(samples, key, runs, (seconds, cfg, src), stat)
         orders = {replace(cfg, math_order=o).kernel_name(): replace(cfg, math_order=o) for o in MATH_ORDERS}
         together = replace(cfg, math_order="together").kernel_name()
         duel = newest_duel(samples, key, together, among=orders)

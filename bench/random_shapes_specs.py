@@ -1690,11 +1690,8 @@ def mode_rule_abba_lines(device="NVIDIA H200", rounds=3):
     from dgir.ops.fp8_gemm_config import Fp8GemmConfig
     timed, samples = table.read_timings()
     shipped = {(e["device"], e["m"], e["n"], e["k"]): e for e in table.table_entries(timed, samples)}
-    rounds_samples, table.ROUNDS_SAMPLES = table.ROUNDS_SAMPLES, 1     # every file read as ABBA rounds
-    try:
-        moved = {(e["device"], e["m"], e["n"], e["k"]): e for e in table.table_entries(timed, samples)}
-    finally:
-        table.ROUNDS_SAMPLES = rounds_samples
+    as_rounds = table.table_entries(timed, samples, stat=lambda t: table.duel_seconds(t, rounds_samples=1))
+    moved = {(e["device"], e["m"], e["n"], e["k"]): e for e in as_rounds}     # every file read as ABBA rounds
     lines = []
     for key, e in sorted(shipped.items()):
         if key[0] == device and moved[key]["config"] != e["config"]:

@@ -1354,17 +1354,8 @@ def test_specs_332_333_pit_each_small_m_entry_against_its_runner_up_in_abba_roun
     from dgir import tuning
     from dgir_testlib import bench_module
     specs, exp = bench_module("random_shapes_specs"), bench_module("experiments")
-
-    def blocks(lines):
-        assert len(lines) % 12 == 0
-        for i in range(0, len(lines), 12):
-            block = lines[i:i + 12]
-            a, b = block[0], block[1]
-            assert a != b and block == [a, b, b, a] * 3
-            yield a, b
-
     generated_lines = specs.runner_up_abba_lines(device=device)
-    generated = list(blocks(generated_lines))
+    generated = abba_blocks(generated_lines)
     assert len(generated) == 14
     for a, b in generated:
         shape, cfgs, variant = a.split(":")
@@ -1439,7 +1430,7 @@ def test_spec_335_times_the_h200_entries_the_fastest_mode_rule_would_move():
     from dgir_testlib import bench_module
     specs, exp, table = bench_module("random_shapes_specs"), bench_module("experiments"), bench_module("make_tuned_table")
     lines = specs.NAMED["--mode-rule-abba"][0]()
-    assert table.ROUNDS_SAMPLES == 6                      # the generator put the rule back
+    assert table.ROUNDS_SAMPLES == 6
     for a, b in abba_blocks(lines):
         m, n, k = map(int, a.split(":")[0].split(","))
         chosen = tuning.choose("fp8_gemm_nt", m, n, k, device="NVIDIA H200", sms=132).config
