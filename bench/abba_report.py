@@ -5,7 +5,10 @@
 A block is one cell's spec lines in the order A B B A, repeated (random_shapes_specs.py
 --runner-up-abba).  Per block: each config's median, its fastest-mode mean (make_tuned_table's
 duel_seconds, what the table decides by) and its range; B/A by both; and the verdict the table's
-rule draws (B moves the entry only when it is >= 1% faster, make_tuned_table.MARGIN).  The timer's
+rule draws: "B" or "A" where that config is >= 1% faster (make_tuned_table.MARGIN), "tie" otherwise.
+On a tie the table holds whichever config has the fastest single timing in any of the device's
+files (make_tuned_table.table_entries starts from that one), which may be B: two H200 entries moved
+so in step 135.  The timer's
 two modes (step 88) are why both statistics are shown: the median counts how often a config drew the
 slow mode, the fastest-mode mean compares like with like.
 """
@@ -45,7 +48,8 @@ def verdicts(rows: list) -> list[dict]:
         a_med, b_med = statistics.median(c["a_us"]), statistics.median(c["b_us"])
         out.append({**c, "a_mode_us": a_mode, "b_mode_us": b_mode, "a_median_us": a_med, "b_median_us": b_med,
                     "b_over_a_mode": b_mode / a_mode, "b_over_a_median": b_med / a_med,
-                    "moves": b_mode <= MARGIN * a_mode})
+                    "moves": b_mode <= MARGIN * a_mode,
+                    "verdict": "B" if b_mode <= MARGIN * a_mode else "A" if a_mode <= MARGIN * b_mode else "tie"})
     return out
 
 
@@ -65,7 +69,7 @@ def main():
               f"(median {v['a_median_us']:.2f}, {min(v['a_us']):.2f}-{max(v['a_us']):.2f}); "
               f"B {v['b'].split(':')[1]} {v['b_mode_us']:.2f} (median {v['b_median_us']:.2f}, "
               f"{min(v['b_us']):.2f}-{max(v['b_us']):.2f}); B/A {v['b_over_a_mode']:.3f} "
-              f"(medians {v['b_over_a_median']:.3f}){'  -> B' if v['moves'] else ''}")
+              f"(medians {v['b_over_a_median']:.3f}) -> {v['verdict']}")
 
 
 if __name__ == "__main__":

@@ -89,7 +89,10 @@ SOURCES = ([f"results/raw/tune{i}_exp.json" for i in (10, 11, 12, 13, 14)] + ["r
            # configs (314), the three-CTA carries (315), the widened carry (316), the one table entry the
            # driver's residency puts in two rounds beside one that is not (318), the moved random shapes'
            # old and new configs (319-320), 14-slice splits (321) and the N = 576 timelines' timings (322-323)
-           + [f"results/raw/tune{i}_exp.json" for i in (314, 315, 316, 318, 319, 320, 321, 322, 323)])
+           + [f"results/raw/tune{i}_exp.json" for i in (314, 315, 316, 318, 319, 320, 321, 322, 323)]
+           # step 135: each small-M entry of the issue's cells against its closest rival, ABBA x3 (332);
+           # the entries below 60 us the fastest-mode reading of the short files would move, ABBA x3 (335)
+           + ["results/raw/tune332_exp.json", "results/raw/tune335_exp.json"])
 # the H100 SXM's own timings (every H100 run of the fp8_gemm_nt sweeps and full tables committed)
 H100 = "NVIDIA H100 80GB HBM3"
 H100_SOURCES = (["results/raw/final_h100_21da683.json", "results/raw/final_h100_7dd42bd.json"]
