@@ -1150,11 +1150,14 @@ def test_the_jump_rating_touches_the_tiles_promote_scales_takes_to_jumps():
 
 
 
-# the API's kernels at the four cells step 125 moved to three CTAs an SM, as they were before
+# the API's kernels when spec 306 ran (step 125), where today's differ: the four cells step 125 moved
+# to three CTAs an SM, and the two small-M cells spec 332 moved in step 135
 API_BEFORE_STEP_125 = {(64, 576, 7168): "fp8_gemm_nt_n576_k7168_bm64_bn32_s8_sk8dsm_o2",
                        (64, 2112, 7168): "fp8_gemm_nt_n2112_k7168_bm64_bn48_s6_sk4dsm_o2",
                        (128, 576, 7168): "fp8_gemm_nt_n576_k7168_bm64_bn64_s5_sk8dsm_o2",
-                       (128, 24576, 1536): "fp8_gemm_nt_n24576_k1536_bm64_bn128_s8_c2B"}
+                       (128, 24576, 1536): "fp8_gemm_nt_n24576_k1536_bm64_bn128_s8_c2B",
+                       (128, 4096, 7168): "fp8_gemm_nt_n4096_k7168_bm64_bn64_s11",
+                       (128, 7168, 2048): "fp8_gemm_nt_n7168_k2048_bm128_bn56_s9"}
 
 
 def test_config_ab_reads_spec_306s_verdict():
@@ -1189,10 +1192,11 @@ def test_three_cta_entries_after_specs_306_and_314():
     shipped = {(e["m"], e["n"], e["k"]): e for e in json.loads((tuning.SHIPPED / "fp8_gemm_nt_h200.json").read_text())["entries"]}
     three = sorted(key for key in API_BEFORE_STEP_125 if shipped[key]["config"]["ctas_per_sm"] == 3)
     assert three == [(64, 2112, 7168), (128, 576, 7168), (128, 24576, 1536)]
-    assert shipped[(64, 2112, 7168)]["source"].endswith("tune306_exp.json")
-    assert all(shipped[key]["source"].endswith("tune314_exp.json") for key in three[1:])
+    # the deciding file, or spec 332 (step 135), whose ABBA rounds kept every one of these configs
+    assert shipped[(64, 2112, 7168)]["source"].endswith(("tune306_exp.json", "tune332_exp.json"))
+    assert all(shipped[key]["source"].endswith(("tune314_exp.json", "tune332_exp.json")) for key in three[1:])
     back = shipped[(64, 576, 7168)]
-    assert back["config"]["ctas_per_sm"] == 2 and back["source"].endswith("tune314_exp.json")
+    assert back["config"]["ctas_per_sm"] == 2 and back["source"].endswith(("tune314_exp.json", "tune332_exp.json"))
     for m, n, k in API_BEFORE_STEP_125:
         assert tuning.choose("fp8_gemm_nt", m, n, k, "NVIDIA H200", 132).config.ctas_per_sm == \
             shipped[(m, n, k)]["config"]["ctas_per_sm"]
