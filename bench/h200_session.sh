@@ -6,7 +6,7 @@
 # Here (dgir's wheel and lark's in .whl/, which git ignores):
 #     bash bench/device_wheels.sh
 # There (carry .whl; $OUT is the folder that comes back):
-#     DGIR_GIT_REV=<commit> [REQUIRE_GPU=H200] bash bench/h200_session.sh [tests|bench|exp SPECFILE|floor|residency|probe|flush]...
+#     DGIR_GIT_REV=<commit> [REQUIRE_GPU=H200] bash bench/h200_session.sh [tests|bench|repeat|exp SPECFILE|floor|residency|probe|flush]...
 # Default: tests then bench.  Results: $OUT/pytest_gpu.txt, $OUT/fp8_gemm_nt.json, $OUT/bench_log.txt,
 # $OUT/<specfile stem>_exp.json (bench/specs/tuneN.txt -> tuneN_exp.json, the name bench/results/raw keeps).
 set -u -o pipefail
@@ -28,6 +28,10 @@ while [ $# -gt 0 ]; do
     bench)
       timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt.json" > "$OUT/bench_log.txt" 2>&1
       echo "bench rc=$?"; tail -1 "$OUT/bench_log.txt" | cut -c1-300 ;;
+    repeat)  # the full run again on the same lease, to its own file: the spread between two runs of one
+             # table (the first run stays the result; which is kept is decided before either is seen)
+      timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt_repeat.json" > "$OUT/bench_log_repeat.txt" 2>&1
+      echo "repeat rc=$?"; tail -1 "$OUT/bench_log_repeat.txt" | cut -c1-300 ;;
     exp)
       spec=$2; shift
       timeout "${EXP_TIMEOUT:-240}" python3 "$R/bench/experiments.py" --out "$OUT/$(basename "$spec" .txt)_exp.json" \
