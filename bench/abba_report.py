@@ -1,4 +1,4 @@
-"""Read an ABBA experiment file (specs 331-333): each cell's config A against its rival B.
+"""Read an ABBA experiment file (specs 331-335): each cell's config A against its rival B.
 
     python bench/abba_report.py results/raw/tune333_h100_exp.json [--json]
 
@@ -48,7 +48,6 @@ def verdicts(rows: list) -> list[dict]:
         a_med, b_med = statistics.median(c["a_us"]), statistics.median(c["b_us"])
         out.append({**c, "a_mode_us": a_mode, "b_mode_us": b_mode, "a_median_us": a_med, "b_median_us": b_med,
                     "b_over_a_mode": b_mode / a_mode, "b_over_a_median": b_med / a_med,
-                    "moves": b_mode <= MARGIN * a_mode,
                     "verdict": "B" if b_mode <= MARGIN * a_mode else "A" if a_mode <= MARGIN * b_mode else "tie"})
     return out
 

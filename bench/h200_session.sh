@@ -20,18 +20,20 @@ if [ -n "${REQUIRE_GPU:-}" ]; then
 fi
 source "$(dirname "$0")/device_setup.sh"
 [ $# -eq 0 ] && set -- tests bench
+full_run() {   # the full benchmark (bench/fp8_gemm_nt.py) into $OUT/$1, its log into $OUT/$2
+  timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/$1" > "$OUT/$2" 2>&1
+  echo "full run rc=$?"; tail -1 "$OUT/$2" | cut -c1-300
+}
 while [ $# -gt 0 ]; do
   case "$1" in
     tests)   # from outside the repository, so that the installed dgir is the one imported
       (cd /tmp && timeout "${TESTS_TIMEOUT:-240}" python3 -m pytest -m gpu -p no:cacheprovider --rootdir="$R" "$R/tests" \
         2>&1 | tee "$OUT/pytest_gpu.txt" | tail -5) || { echo "gpu tests failed or timed out"; exit 4; } ;;
     bench)
-      timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt.json" > "$OUT/bench_log.txt" 2>&1
-      echo "bench rc=$?"; tail -1 "$OUT/bench_log.txt" | cut -c1-300 ;;
+      full_run fp8_gemm_nt.json bench_log.txt ;;
     repeat)  # the full run again on the same lease, to its own file: the spread between two runs of one
              # table (the first run stays the result; which is kept is decided before either is seen)
-      timeout "${BENCH_TIMEOUT:-300}" python3 "$R/bench/fp8_gemm_nt.py" --out "$OUT/fp8_gemm_nt_repeat.json" > "$OUT/bench_log_repeat.txt" 2>&1
-      echo "repeat rc=$?"; tail -1 "$OUT/bench_log_repeat.txt" | cut -c1-300 ;;
+      full_run fp8_gemm_nt_repeat.json bench_log_repeat.txt ;;
     exp)
       spec=$2; shift
       timeout "${EXP_TIMEOUT:-240}" python3 "$R/bench/experiments.py" --out "$OUT/$(basename "$spec" .txt)_exp.json" \
